@@ -1,0 +1,156 @@
+"""The one error hierarchy of agentledger: every error says what happened and what to fix."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class AgentLedgerError(Exception):
+    """Root of every error agentledger raises on purpose.
+
+    ``retryable`` tells the outermost loop whether trying the same call again can help.
+    """
+
+    retryable: ClassVar[bool] = False
+
+
+class ConfigurationError(AgentLedgerError):
+    """A setting is missing or invalid; the message names the setting and how to fix it."""
+
+
+class StackError(AgentLedgerError):
+    """The local Kafka/Redis stack could not be installed, started or reached."""
+
+
+class UnreachableError(AgentLedgerError):
+    """A broker, Redis or provider did not answer; the message names the endpoint."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(self, what: str, endpoint: str, hint: str = "") -> None:
+        self.what = what
+        self.endpoint = endpoint
+        message = f"{what} at {endpoint} is unreachable"
+        super().__init__(f"{message}: {hint}" if hint else message)
+
+
+class DecodeError(AgentLedgerError):
+    """A record could not be decoded; carries where it came from so it can be dead-lettered."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        where = "" if topic is None else f" at {topic}[{partition}]@{offset}"
+        super().__init__(f"undecodable record{where}: {reason}")
+
+
+class UnknownSchemaError(DecodeError):
+    """The record's schema fingerprint is not one this version knows (or ever knew)."""
+
+
+class RunError(AgentLedgerError):
+    """Something is wrong with one run; carries the run id (and step/effect when known)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        step: int | None = None,
+        effect: str | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.effect = effect
+        where = f"run {run_id}"
+        if step is not None:
+            where += f" step {step}"
+        if effect is not None:
+            where += f" effect {effect}"
+        super().__init__(f"{where}: {message}")
+
+
+class StaleFenceError(RunError):
+    """This writer's lease has moved on: another worker owns the run now."""
+
+
+class LeaseHeldError(RunError):
+    """Another live writer holds the run's lease."""
+
+    retryable: ClassVar[bool] = True
+
+
+class ReplayMismatchError(RunError):
+    """A resumed run asked for a different activity/effect than the recorded one at that place."""
+
+
+class IdentityMismatchError(RunError):
+    """Same idempotency key, different identity fields: a bug in the agent, never retried."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        step: int,
+        effect: str,
+        key: str,
+        recorded_hash: str,
+        new_hash: str,
+    ) -> None:
+        self.key = key
+        self.recorded_hash = recorded_hash
+        self.new_hash = new_hash
+        super().__init__(
+            f"idempotency key {key} was recorded with identity hash {recorded_hash}, "
+            f"this retry has {new_hash}: the effect's identity fields changed",
+            run_id=run_id,
+            step=step,
+            effect=effect,
+        )
+
+
+class VersionDriftError(RunError):
+    """The run started under other versions and the policy refuses to resume it."""
+
+
+class BudgetExceededError(RunError):
+    """A budget limit (tokens, dollars, steps, consecutive errors, deadline) is spent."""
+
+
+class EffectUnknownError(RunError):
+    """The provider cannot tell whether an effect happened; a human must decide."""
+
+    def __init__(self, message: str, *, run_id: str, step: int, effect: str, key: str) -> None:
+        self.key = key
+        super().__init__(message, run_id=run_id, step=step, effect=effect)
+
+
+class ApprovalError(RunError):
+    """An approval is missing, expired, revoked, or was issued for another generation/intent."""
+
+
+class ProviderError(AgentLedgerError):
+    """A provider answered with an error that is not about connectivity."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider timed out, refused the connection, or answered 5xx: the outcome is UNKNOWN."""
+
+    retryable: ClassVar[bool] = True
+
+
+class ProviderConflictError(ProviderError):
+    """The provider refused: same idempotency key with a different identity (HTTP 409)."""

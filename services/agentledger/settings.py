@@ -1,0 +1,76 @@
+"""Settings shared by every service: where Kafka and Redis are, and how topics are named.
+
+Each service has one pydantic-settings class (``WorkerSettings``, ``ProjectorSettings`` …) that
+extends :class:`CommonSettings`; it is built once at the edge (the CLI) and passed down. Nothing
+else reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_STATE_DIR = Path(".agentledger")
+
+
+class CommonSettings(BaseSettings):
+    """Endpoints and topic layout; empty endpoints mean "use the embedded local stack"."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENTLEDGER_", extra="ignore", frozen=True)
+
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        description="host:port[,host:port]; unset = the local stack (agentledger stack up)",
+    )
+    redis_url: str | None = Field(
+        default=None, description="redis://host:port/db; unset = the local stack"
+    )
+    state_dir: Path = Field(
+        default=DEFAULT_STATE_DIR, description="where the local stack keeps its data"
+    )
+    topic_prefix: str = Field(default="agentledger.", description="prefix of every topic name")
+    key_prefix: str = Field(default="al", description="prefix of every Redis key")
+    run_partitions: int = Field(
+        default=4, ge=1, le=1024, description="partitions of every run topic (co-partitioned)"
+    )
+    replication_factor: int = Field(default=1, ge=1, le=16)
+    log_level: str = Field(default="INFO")
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _bootstrap_has_ports(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        for part in value.split(","):
+            host, sep, port = part.strip().rpartition(":")
+            if not sep or not host or not port.isdigit():
+                msg = (
+                    f"AGENTLEDGER_KAFKA_BOOTSTRAP={value!r}: each entry must be host:port, "
+                    "e.g. 127.0.0.1:9092"
+                )
+                raise ValueError(msg)
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url_scheme(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not value.startswith(("redis://", "rediss://", "unix://")):
+            msg = (
+                f"AGENTLEDGER_REDIS_URL={value!r}: must start with redis://, rediss:// or "
+                "unix://, e.g. redis://127.0.0.1:6379/0"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        upper = value.upper()
+        if upper not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            msg = f"AGENTLEDGER_LOG_LEVEL={value!r}: use DEBUG, INFO, WARNING or ERROR"
+            raise ValueError(msg)
+        return upper
