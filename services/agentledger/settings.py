@@ -36,6 +36,18 @@ class CommonSettings(BaseSettings):
         default=4, ge=1, le=1024, description="partitions of every run topic (co-partitioned)"
     )
     replication_factor: int = Field(default=1, ge=1, le=16)
+    run_retention_ms: int = Field(
+        default=-1, ge=-1, description="steps/acceptance topics; -1 keeps them forever"
+    )
+    effects_retention_ms: int = Field(
+        default=-1, ge=-1, description="effects topic (the audit trail); -1 keeps it forever"
+    )
+    requests_retention_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=-1)
+    alerts_retention_ms: int = Field(default=30 * 24 * 3600 * 1000, ge=-1)
+    deadletter_retention_ms: int = Field(default=30 * 24 * 3600 * 1000, ge=-1)
+    service_partitions: int = Field(
+        default=1, ge=1, le=1024, description="partitions of the alerts and deadletter topics"
+    )
     log_level: str = Field(default="INFO")
 
     @field_validator("kafka_bootstrap")

@@ -1,0 +1,89 @@
+"""Avro single-object encoding of events: ``C3 01`` + 8-byte schema fingerprint + Avro binary.
+
+Any record written by any version of this project decodes, because every writer schema is kept
+(see :mod:`agentledger.events.schemas`) and Avro schema resolution fills added fields with
+their defaults. Anything else raises a typed :class:`DecodeError` naming where the bytes came
+from, so a consumer can dead-letter it and go on.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import fastavro
+import pydantic
+
+from agentledger.errors import DecodeError, UnknownSchemaError
+from agentledger.events.models import EVENT_BY_NAME, Event
+from agentledger.events.schemas import SchemaSet, default_schema_set
+
+MAGIC = b"\xc3\x01"
+HEADER_LEN = len(MAGIC) + 8
+
+
+class EventCodec:
+    """Encodes events with the current schemas and decodes records of any known schema."""
+
+    def __init__(self, schemas: SchemaSet | None = None) -> None:
+        self._schemas = schemas or default_schema_set()
+        missing = set(EVENT_BY_NAME) - set(self._schemas.current)
+        if missing:
+            msg = f"no Avro schema for events {sorted(missing)} in schemas/"
+            raise DecodeError(msg)
+
+    @property
+    def schemas(self) -> SchemaSet:
+        """The schema set this codec reads and writes with."""
+        return self._schemas
+
+    def encode(self, event: Event) -> bytes:
+        """Serialize ``event`` with its current schema."""
+        name = type(event).__name__
+        buf = io.BytesIO()
+        buf.write(MAGIC)
+        buf.write(self._schemas.current_fingerprints[name])
+        fastavro.schemaless_writer(buf, self._schemas.current[name], event.model_dump())
+        return buf.getvalue()
+
+    def decode(
+        self,
+        data: bytes | None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> Event:
+        """Deserialize one record; raise DecodeError (never anything else) if it cannot be."""
+        where: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
+        if data is None:
+            raise DecodeError("record has no value (tombstone)", **where)
+        if len(data) < HEADER_LEN or data[:2] != MAGIC:
+            raise DecodeError(
+                f"not Avro single-object encoded ({len(data)} bytes, header {data[:2].hex()})",
+                **where,
+            )
+        fp = bytes(data[2:HEADER_LEN])
+        known = self._schemas.writers.get(fp)
+        if known is None:
+            raise UnknownSchemaError(
+                f"unknown schema fingerprint {fp.hex()} (written by a newer or foreign producer)",
+                **where,
+            )
+        name, writer = known
+        model = EVENT_BY_NAME.get(name)
+        reader = self._schemas.current.get(name)
+        if model is None or reader is None:
+            raise UnknownSchemaError(f"record {name} is no longer a known event", **where)
+        try:
+            record = fastavro.schemaless_reader(
+                io.BytesIO(data[HEADER_LEN:]), writer, None if writer is reader else reader
+            )
+        except (EOFError, ValueError, IndexError, UnicodeDecodeError, TypeError) as e:
+            raise DecodeError(f"corrupt {name} body: {type(e).__name__}: {e}", **where) from e
+        if not isinstance(record, dict):
+            raise DecodeError(f"{name} body is not a record", **where)
+        try:
+            return model.model_validate(record)
+        except pydantic.ValidationError as e:
+            raise DecodeError(f"{name} failed validation: {e.errors()[0]['msg']}", **where) from e
