@@ -320,6 +320,9 @@ class Alert(Event):
 class DeadLettered(Event):
     """A record nobody could use, kept with why and where it came from."""
 
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
     topic_role: ClassVar[str] = "deadletter"
 
     reason: str

@@ -43,11 +43,19 @@ class SchemaSet:
 
     def with_writer(self, schema: dict[str, Any]) -> SchemaSet:
         """A copy that also knows ``schema`` as a writer (used for history and tests)."""
-        parsed = fastavro.parse_schema(schema)
+        parsed = _parse(schema)
         name = _short_name(parsed["name"])
         writers = dict(self.writers)
         writers[fingerprint(parsed)] = (name, parsed)
         return SchemaSet(self.current, self.current_fingerprints, writers)
+
+
+def _parse(schema: Any) -> dict[str, Any]:
+    parsed = fastavro.parse_schema(schema)
+    if not isinstance(parsed, dict):
+        msg = f"an event schema must be one Avro record, got {type(parsed).__name__}"
+        raise ConfigurationError(msg)
+    return parsed
 
 
 def _short_name(full_name: str) -> str:
@@ -57,7 +65,7 @@ def _short_name(full_name: str) -> str:
 def _read_schema(path: Path) -> dict[str, Any]:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        parsed: dict[str, Any] = fastavro.parse_schema(raw)
+        parsed = _parse(raw)
     except (OSError, ValueError, fastavro.schema.SchemaParseException) as e:
         msg = f"schema file {path} is not a valid Avro schema: {e}"
         raise ConfigurationError(msg) from e

@@ -1,0 +1,47 @@
+"""The event-log port: write events transactionally, read a run's committed events back."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentledger.events.models import Event, RunEvent
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """A topic-partition and the offset of the next record (Kafka's "end offset" convention)."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class FenceGuard(ABC):
+    """Asked by the log right before a commit: which of these (run, fence) pairs are stale?"""
+
+    @abstractmethod
+    async def stale(self, fences: dict[str, int]) -> set[str]:
+        """The run ids whose current lease fence differs from the given one."""
+
+
+class EventLog(ABC):
+    """Append-only, partitioned by run_id, read_committed.
+
+    ``publish`` writes all given events in one transaction and returns once it is committed;
+    concurrent calls may share one transaction (group commit). If a ``FenceGuard`` is configured,
+    events of runs whose fence is stale are not written and their caller gets StaleFenceError.
+    """
+
+    @abstractmethod
+    async def publish(self, events: Sequence[Event]) -> None:
+        """Write ``events`` atomically; return when they are durable and visible."""
+
+    @abstractmethod
+    async def read_run(self, run_id: str) -> list[RunEvent]:
+        """Every committed event of ``run_id`` on the run topics (any order across topics)."""
+
+    @abstractmethod
+    async def run_end_positions(self, run_id: str) -> list[Position]:
+        """The committed end of each run-topic partition holding ``run_id``'s events."""

@@ -1,0 +1,164 @@
+"""The resume view of one run: what a resumed writer needs, derived only from events."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+StepStatus = Literal["started", "checkpointed", "rejected"]
+EffectState = Literal[
+    "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated"
+]
+#: Effect states that still need someone to find out (or finish) what happened.
+OPEN_EFFECT_STATES: frozenset[str] = frozenset({"intended", "unknown"})
+#: Effect states in which the provider is known to have performed the effect.
+PERFORMED_STATES: frozenset[str] = frozenset({"succeeded", "landed", "compensated"})
+
+
+class Versions(BaseModel):
+    """The versions a run was started (or last knowingly resumed) under."""
+
+    code: str = ""
+    prompt: str = ""
+    tool_schema: str = ""
+    model: str = ""
+
+
+class Budget(BaseModel):
+    """Limits (None = unlimited) and what every attempt, crashed ones included, spent."""
+
+    max_tokens: int | None = None
+    max_usd: float | None = None
+    max_steps: int | None = None
+    max_consecutive_errors: int | None = None
+    deadline_at: int | None = None
+    tokens: int = 0
+    usd: float = 0.0
+    steps: int = 0
+    consecutive_errors: int = 0
+
+
+class Pause(BaseModel):
+    """Why a run waits, for whom, and until when."""
+
+    reason: str
+    step: int | None = None
+    payload_json: str = "null"
+    intent_hash: str | None = None
+    expires_at: int | None = None
+    paused_at: int = 0
+
+
+class Approval(BaseModel):
+    """A recorded human decision, bound to generation, intent hash and expiry."""
+
+    approval_id: str
+    decision: str
+    approver: str = ""
+    generation: int = 0
+    intent_hash: str | None = None
+    expires_at: int | None = None
+    decided_at: int = 0
+    note: str = ""
+
+
+class ActivityView(BaseModel):
+    """A recorded activity result of the current attempt of a step."""
+
+    ordinal: int
+    name: str
+    kind: str
+    result_json: str = "null"
+    result_ref_uri: str | None = None
+    result_ref_hash: str | None = None
+    source_uri: str | None = None
+    content_hash: str | None = None
+    read_at: int | None = None
+    tokens: int = 0
+    usd: float = 0.0
+
+
+class CheckView(BaseModel):
+    """One acceptance check of the current attempt."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+class StepView(BaseModel):
+    """One step: its latest attempt, its result once checkpointed."""
+
+    step: int
+    name: str
+    status: StepStatus = "started"
+    attempt: int = 1
+    attempts: int = 0
+    result_json: str = "null"
+    result_ref_uri: str | None = None
+    result_ref_hash: str | None = None
+    last_reason: str = ""
+    inherited: bool = False
+    activities: dict[int, ActivityView] = Field(default_factory=dict)
+    checks: list[CheckView] = Field(default_factory=list)
+
+
+class EffectView(BaseModel):
+    """One effect, keyed by its idempotency key, with everything the reconciler needs."""
+
+    idempotency_key: str
+    step: int
+    ordinal: int
+    effect: str
+    provider: str
+    kind: str
+    identity_hash: str
+    payload_hash: str
+    request_json: str = "null"
+    state: EffectState = "intended"
+    external_ref: str | None = None
+    response_hash: str | None = None
+    error: str | None = None
+    detail: str = ""
+    intended_at: int = 0
+    resolved_at: int | None = None
+    compensation_key: str | None = None
+    compensation_ref: str | None = None
+    inherited: bool = False
+
+
+class RunView(BaseModel):
+    """Everything about one run that a resume needs; equal when rebuilt from the same events."""
+
+    run_id: str
+    status: str = "new"
+    agent: str = ""
+    input_json: str = "null"
+    plan: list[str] = Field(default_factory=list)
+    plan_version: int = 0
+    cursor: int = 0
+    applied_seq: int = 0
+    fence: int = 0
+    fence_since_seq: int = 0
+    worker_id: str = ""
+    generation: int = 0
+    version_policy: str = "refuse"
+    versions: Versions = Field(default_factory=Versions)
+    budget: Budget = Field(default_factory=Budget)
+    pause: Pause | None = None
+    approvals: list[Approval] = Field(default_factory=list)
+    parent_run_id: str | None = None
+    forked_from_step: int | None = None
+    result_json: str = "null"
+    error: str | None = None
+    started_at: int = 0
+    updated_at: int = 0
+    finished_at: int | None = None
+    steps: dict[int, StepView] = Field(default_factory=dict)
+    effects: dict[str, EffectView] = Field(default_factory=dict)
+
+    def open_effects(self) -> list[EffectView]:
+        """Intents with no known outcome, in the order they were intended."""
+        found = [e for e in self.effects.values() if e.state in OPEN_EFFECT_STATES]
+        return sorted(found, key=lambda e: (e.step, e.ordinal))
