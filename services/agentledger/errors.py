@@ -154,3 +154,37 @@ class ProviderUnavailableError(ProviderError):
 
 class ProviderConflictError(ProviderError):
     """The provider refused: same idempotency key with a different identity (HTTP 409)."""
+
+
+class PublishError(AgentLedgerError):
+    """Events were not written: their transaction aborted or the log is closed or crashed.
+
+    ``maybe_committed`` is True when the outcome is unknown (the commit request itself failed);
+    publishing the same events again is then safe only because readers skip duplicate seqs.
+    """
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, maybe_committed: bool = False) -> None:
+        self.maybe_committed = maybe_committed
+        super().__init__(message)
+
+
+class ProducerFencedError(PublishError):
+    """Another producer took this transactional id over (a newer process of the same worker)."""
+
+    retryable: ClassVar[bool] = False
+
+
+class RunLogCorruptError(RunError):
+    """A run's committed records could not all be decoded; ``errors`` names every bad position."""
+
+    def __init__(self, run_id: str, errors: list[DecodeError]) -> None:
+        self.errors = errors
+        where = ", ".join(f"{e.topic}[{e.partition}]@{e.offset}" for e in errors[:5])
+        more = f" and {len(errors) - 5} more" if len(errors) > 5 else ""
+        super().__init__(
+            f"{len(errors)} undecodable record(s) at {where}{more}: {errors[0].reason}; "
+            "dead-letter or repair them, the run cannot be read as is",
+            run_id=run_id,
+        )

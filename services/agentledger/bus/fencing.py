@@ -1,0 +1,50 @@
+"""Asking a FenceGuard once per commit which of the batched publishes come from stale writers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from agentledger.bus.port import FenceGuard
+from agentledger.errors import StaleFenceError
+from agentledger.events.models import Event, RunEvent
+
+Claim = tuple[str, int]
+
+
+def claims_of(events: Iterable[Event]) -> set[Claim]:
+    """The (run_id, fence) pairs the run events among ``events`` claim."""
+    return {(e.run_id, e.fence) for e in events if isinstance(e, RunEvent)}
+
+
+def claim_rounds(claims: Iterable[Claim]) -> list[dict[str, int]]:
+    """Split claims into dicts with one fence per run (usually one dict: one fence per run)."""
+    rounds: list[dict[str, int]] = []
+    for run_id, fence in sorted(claims):
+        for round_ in rounds:
+            if run_id not in round_:
+                round_[run_id] = fence
+                break
+        else:
+            rounds.append({run_id: fence})
+    return rounds
+
+
+async def stale_claims(guard: FenceGuard, batches: Sequence[Sequence[Event]]) -> set[Claim]:
+    """The claims of all ``batches`` that ``guard`` says are stale (one call per round)."""
+    claims: set[Claim] = set()
+    for batch in batches:
+        claims |= claims_of(batch)
+    stale: set[Claim] = set()
+    for round_ in claim_rounds(claims):
+        stale |= {(run_id, round_[run_id]) for run_id in await guard.stale(round_)}
+    return stale
+
+
+def stale_error(events: Sequence[Event], stale: set[Claim]) -> StaleFenceError | None:
+    """The error for a publish that carries a stale claim, or None if all its claims are live."""
+    for run_id, fence in sorted(claims_of(events) & stale):
+        return StaleFenceError(
+            f"fence {fence} is no longer the run's lease; its events were not written",
+            run_id=run_id,
+        )
+    return None

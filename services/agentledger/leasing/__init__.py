@@ -1,0 +1,9 @@
+"""Run leases: the in-memory and Redis stores and the keeper that renews a held lease."""
+
+from __future__ import annotations
+
+from agentledger.leases import Lease, LeaseStore
+from agentledger.leasing.keeper import LeaseKeeper
+from agentledger.leasing.memory import MemoryLeaseStore
+
+__all__ = ["Lease", "LeaseKeeper", "LeaseStore", "MemoryLeaseStore"]

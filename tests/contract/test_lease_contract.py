@@ -1,0 +1,218 @@
+"""The lease contract: every LeaseStore (memory, Redis) and the LeaseKeeper on top pass these."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import pytest
+
+from agentledger.errors import LeaseHeldError, StaleFenceError
+from agentledger.leases import LeaseStore
+from agentledger.leasing import LeaseKeeper, MemoryLeaseStore
+
+LONG = 60_000
+
+
+@dataclass(frozen=True)
+class LeaseEnv:
+    """A store, and a way to wipe it as FLUSHALL would."""
+
+    store: LeaseStore
+    flush: Callable[[], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def lease_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[LeaseEnv]:
+    """A fresh store of ``kind`` ("memory" or "redis") under this test's key prefix."""
+    if kind == "memory":
+        memory = MemoryLeaseStore()
+
+        async def flush_memory() -> None:
+            memory.flush()
+
+        yield LeaseEnv(memory, flush_memory)
+        return
+    from agentledger.leasing.redis_store import RedisLeaseStore  # noqa: PLC0415 - redis only
+
+    settings = request.getfixturevalue("ledger_settings")
+    async with RedisLeaseStore.from_settings(settings) as redis_store:
+
+        async def flush_prefix() -> None:
+            await redis_store.forget_all()
+
+        yield LeaseEnv(redis_store, flush_prefix)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
+async def env(request: pytest.FixtureRequest) -> AsyncIterator[LeaseEnv]:
+    """One store per test."""
+    async with lease_env(request.param, request) as built:
+        yield built
+
+
+def run_id() -> str:
+    """A run id unique to this test (with characters that need the hash tag's braces)."""
+    return f"run:{uuid.uuid4().hex[:12]}"
+
+
+async def expire(ttl_ms: int) -> None:
+    """Let a lease of ``ttl_ms`` run out (stores use their own clock: wait past it)."""
+    await asyncio.sleep(ttl_ms / 1000 + 0.05)
+
+
+async def test_first_acquire_gets_fence_one_and_is_current(env: LeaseEnv) -> None:
+    """A never-leased run is acquired with fence 1 and reported as the live lease."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", LONG)
+    assert (lease.run_id, lease.owner, lease.fence) == (run, "w-1", 1)
+    assert await env.store.current(run) == lease
+
+
+async def test_live_lease_refuses_another_owner(env: LeaseEnv) -> None:
+    """A second worker cannot take a live lease; the error names the run."""
+    run = run_id()
+    await env.store.acquire(run, "w-1", LONG)
+    with pytest.raises(LeaseHeldError) as err:
+        await env.store.acquire(run, "w-2", LONG)
+    assert err.value.run_id == run
+    assert "w-1" in str(err.value)
+
+
+async def test_same_owner_reacquires_with_a_new_fence(env: LeaseEnv) -> None:
+    """A restarted worker with the same id takes its run back at once, under a higher fence."""
+    run = run_id()
+    first = await env.store.acquire(run, "w-1", LONG)
+    second = await env.store.acquire(run, "w-1", LONG)
+    assert second.fence == first.fence + 1
+    assert await env.store.stale({run: first.fence}) == {run}
+
+
+async def test_expired_lease_goes_to_the_next_owner_and_fences_the_old(env: LeaseEnv) -> None:
+    """After expiry another worker acquires with fence+1; the old holder can no longer renew."""
+    run = run_id()
+    old = await env.store.acquire(run, "w-1", 100)
+    await expire(100)
+    assert await env.store.current(run) is None
+    new = await env.store.acquire(run, "w-2", LONG)
+    assert new.fence == old.fence + 1
+    with pytest.raises(StaleFenceError):
+        await env.store.renew(old, LONG)
+    assert await env.store.stale({run: old.fence}) == {run}
+    assert await env.store.stale({run: new.fence}) == set()
+
+
+async def test_expired_lease_cannot_be_renewed_even_unclaimed(env: LeaseEnv) -> None:
+    """Renewal after expiry fails even if nobody took the run: others may already act on it."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", 100)
+    await expire(100)
+    with pytest.raises(StaleFenceError):
+        await env.store.renew(lease, LONG)
+
+
+async def test_renew_extends_the_lease(env: LeaseEnv) -> None:
+    """A renewed lease outlives its first ttl with the same fence."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", 300)
+    renewed = await env.store.renew(lease, LONG)
+    assert renewed.fence == lease.fence
+    assert renewed.expires_at > lease.expires_at
+    await expire(300)
+    assert await env.store.current(run) == renewed
+
+
+async def test_release_frees_the_run_but_keeps_the_fence(env: LeaseEnv) -> None:
+    """After release the run is free, the next fence is still higher, and release is idempotent."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", LONG)
+    await env.store.release(lease)
+    await env.store.release(lease)
+    assert await env.store.current(run) is None
+    assert await env.store.stale({run: lease.fence}) == {run}
+    again = await env.store.acquire(run, "w-2", LONG)
+    assert again.fence == lease.fence + 1
+
+
+async def test_stale_release_does_not_free_the_new_holder(env: LeaseEnv) -> None:
+    """A zombie releasing its old lease leaves the current holder's lease alone."""
+    run = run_id()
+    old = await env.store.acquire(run, "w-1", LONG)
+    new = await env.store.acquire(run, "w-1", LONG)
+    await env.store.release(old)
+    assert await env.store.current(run) == new
+
+
+async def test_floor_keeps_fences_growing_after_a_flush(env: LeaseEnv) -> None:
+    """With the store wiped, acquire(floor=highest fence in the log) still yields a higher fence."""
+    run = run_id()
+    for _ in range(3):
+        lease = await env.store.acquire(run, "w-1", LONG)
+    assert lease.fence == 3
+    await env.flush()
+    assert await env.store.current(run) is None
+    after = await env.store.acquire(run, "w-2", LONG, floor=lease.fence)
+    assert after.fence == 4
+
+
+async def test_stored_fence_wins_over_a_lower_floor(env: LeaseEnv) -> None:
+    """A floor below the stored fence does not lower it."""
+    run = run_id()
+    for _ in range(3):
+        await env.store.acquire(run, "w-1", LONG)
+    assert (await env.store.acquire(run, "w-1", LONG, floor=1)).fence == 4
+
+
+async def test_stale_answers_for_many_runs_at_once(env: LeaseEnv) -> None:
+    """stale() sorts live, re-fenced, released, expired and never-leased runs in one call."""
+    live = [run_id() for _ in range(10)]
+    refenced = [run_id() for _ in range(5)]
+    released = [run_id() for _ in range(5)]
+    expired = [run_id() for _ in range(5)]
+    missing = [run_id() for _ in range(5)]
+    fences: dict[str, int] = {}
+    for run in live:
+        fences[run] = (await env.store.acquire(run, "w-1", LONG)).fence
+    for run in refenced:
+        fences[run] = (await env.store.acquire(run, "w-1", LONG)).fence
+        await env.store.acquire(run, "w-1", LONG)
+    for run in released:
+        lease = await env.store.acquire(run, "w-1", LONG)
+        fences[run] = lease.fence
+        await env.store.release(lease)
+    for run in expired:
+        fences[run] = (await env.store.acquire(run, "w-1", 100)).fence
+    for run in missing:
+        fences[run] = 1
+    await expire(100)
+    assert await env.store.stale(fences) == {*refenced, *released, *expired, *missing}
+    assert await env.store.stale({}) == set()
+
+
+async def test_keeper_holds_the_lease_beyond_its_ttl(env: LeaseEnv) -> None:
+    """Inside the keeper a short lease stays live past several ttls, with the same fence."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", 400)
+    async with LeaseKeeper(env.store, lease, 400, interval_ms=50) as keeper:
+        await asyncio.sleep(1.0)
+        assert not keeper.lost.is_set()
+        current = await env.store.current(run)
+        assert current is not None
+        assert current.fence == lease.fence
+        assert keeper.lease.expires_at > lease.expires_at
+    assert await env.store.current(run) is None  # released on exit
+
+
+async def test_keeper_reports_a_lost_lease(env: LeaseEnv) -> None:
+    """When another writer takes the run over, the keeper sets ``lost`` and does not release."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", LONG)
+    async with LeaseKeeper(env.store, lease, LONG, interval_ms=20) as keeper:
+        usurper = await env.store.acquire(run, "w-1", LONG)
+        await asyncio.wait_for(keeper.lost.wait(), timeout=10)
+        with pytest.raises(StaleFenceError):
+            keeper.ensure_held()
+    assert await env.store.current(run) == usurper
