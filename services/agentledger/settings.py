@@ -49,6 +49,33 @@ class CommonSettings(BaseSettings):
         default=1, ge=1, le=1024, description="partitions of the alerts and deadletter topics"
     )
     log_level: str = Field(default="INFO")
+    kafka_connect_timeout_ms: int = Field(
+        default=10_000, ge=100, description="how long to wait for a broker before giving up"
+    )
+    kafka_transaction_timeout_ms: int = Field(
+        default=10_000,
+        ge=1_000,
+        le=900_000,
+        description=(
+            "Kafka transaction.timeout.ms of event writers: bounds how long a SIGKILLed writer's "
+            "open transaction blocks read_committed consumers on its partitions (plus the "
+            "broker's transaction.abort.timed.out.transaction.cleanup.interval.ms)"
+        ),
+    )
+    kafka_publish_timeout_ms: int = Field(
+        default=30_000,
+        ge=1_000,
+        description="how long a publish waits for its commit before failing (outcome unknown)",
+    )
+    kafka_txn_retry_backoff_ms: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description=(
+            "wait before retrying AddPartitionsToTxn after CONCURRENT_TRANSACTIONS "
+            "(KAFKA-5477; aiokafka's built-in 20 ms dominates back-to-back commits)"
+        ),
+    )
 
     @field_validator("kafka_bootstrap")
     @classmethod
