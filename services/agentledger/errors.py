@@ -156,6 +156,37 @@ class ProviderConflictError(ProviderError):
     """The provider refused: same idempotency key with a different identity (HTTP 409)."""
 
 
+class ProviderRequestError(ProviderError):
+    """The request is malformed (bad kind, key or body) or names no such object: fix the caller."""
+
+
+class ProviderIdentityConflictError(ProviderConflictError):
+    """The provider already holds this idempotency key for another effect identity (HTTP 409)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key: str,
+        recorded_hash: str | None,
+        new_hash: str | None,
+        status: int | None = 409,
+    ) -> None:
+        self.key = key
+        self.recorded_hash = recorded_hash
+        self.new_hash = new_hash
+        super().__init__(message, status=status)
+
+
+class CanonicalJsonError(AgentLedgerError):
+    """A value cannot be hashed canonically (non-string key, NaN, bytes …); names where."""
+
+    def __init__(self, reason: str, *, path: str) -> None:
+        self.reason = reason
+        self.path = path
+        super().__init__(f"not canonical JSON at {path}: {reason}")
+
+
 class PublishError(AgentLedgerError):
     """Events were not written: their transaction aborted or the log is closed or crashed.
 
