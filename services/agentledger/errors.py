@@ -219,3 +219,9 @@ class RunLogCorruptError(RunError):
             "dead-letter or repair them, the run cannot be read as is",
             run_id=run_id,
         )
+
+
+class EventTooLargeError(PublishError):
+    """An encoded event is over the producer's max request size: store its payload by reference."""
+
+    retryable: ClassVar[bool] = False

@@ -7,8 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-import pytest
-
+from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.bus.port import EventLog, FenceGuard
 from agentledger.events import TopicNames
@@ -25,10 +24,10 @@ class LogEnv:
 
 
 @contextlib.asynccontextmanager
-async def log_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[LogEnv]:
-    """Logs of ``kind`` ("memory" or "kafka"); every log built is stopped on exit."""
+async def log_env(settings: CommonSettings | None) -> AsyncIterator[LogEnv]:
+    """In-memory logs if ``settings`` is None, else Kafka logs; every log is stopped on exit."""
     async with contextlib.AsyncExitStack() as stack:
-        if kind == "memory":
+        if settings is None:
             settings = CommonSettings(topic_prefix=f"t{uuid.uuid4().hex[:8]}.")
 
             async def make_memory(guard: FenceGuard | None = None) -> EventLog:
@@ -37,12 +36,12 @@ async def log_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Lo
 
             yield LogEnv(make_memory, TopicNames(settings.topic_prefix), settings.run_partitions)
             return
-        from agentledger.bus.kafka import KafkaEventLog  # noqa: PLC0415 - only kafka runs need it
-
-        settings = request.getfixturevalue("ledger_settings")
+        kafka_settings = settings
 
         async def make_kafka(guard: FenceGuard | None = None) -> EventLog:
-            log = KafkaEventLog(settings, transactional_id=f"tx-{uuid.uuid4().hex}", guard=guard)
+            log = KafkaEventLog(
+                kafka_settings, transactional_id=f"tx-{uuid.uuid4().hex}", guard=guard
+            )
             return await stack.enter_async_context(log)
 
         yield LogEnv(make_kafka, TopicNames(settings.topic_prefix), settings.run_partitions)

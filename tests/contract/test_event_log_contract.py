@@ -19,15 +19,23 @@ from agentledger.events import (
 )
 from agentledger.events.models import RunEvent
 from agentledger.leasing import MemoryLeaseStore
+from agentledger.settings import CommonSettings
 from tests.contract.event_logs import LogEnv, log_env
 
 
-@pytest.fixture(
-    params=["memory", pytest.param("kafka", marks=pytest.mark.integration)],
-)
-async def env(request: pytest.FixtureRequest) -> AsyncIterator[LogEnv]:
+@pytest.fixture(params=["memory", pytest.param("kafka", marks=pytest.mark.integration)])
+def backend(request: pytest.FixtureRequest) -> CommonSettings | None:
+    """None for the in-memory log, else this test's settings on the real broker."""
+    if request.param == "memory":
+        return None
+    settings: CommonSettings = request.getfixturevalue("ledger_settings")
+    return settings
+
+
+@pytest.fixture
+async def env(backend: CommonSettings | None) -> AsyncIterator[LogEnv]:
     """Builds logs of one implementation on fresh topics; closes them after the test."""
-    async with log_env(request.param, request) as built:
+    async with log_env(backend) as built:
         yield built
 
 

@@ -26,12 +26,23 @@ class FenceGuard(ABC):
         """The run ids whose current lease fence differs from the given one."""
 
 
-class EventLog(ABC):
+class EventPublisher(ABC):
+    """Anything events can be published to (alerts, requests, dead letters, run events)."""
+
+    @abstractmethod
+    async def publish(self, events: Sequence[Event]) -> None:
+        """Write ``events``; return when they are durable (acks=all)."""
+
+
+class EventLog(EventPublisher):
     """Append-only, partitioned by run_id, read_committed.
 
     ``publish`` writes all given events in one transaction and returns once it is committed;
     concurrent calls may share one transaction (group commit). If a ``FenceGuard`` is configured,
-    events of runs whose fence is stale are not written and their caller gets StaleFenceError.
+    a publish carrying events of a run whose fence is stale is not written at all and its caller
+    gets StaleFenceError; the other publishes of the same commit are unaffected. The guard is
+    asked before the commit, so a lease taken over in between lets a stale write through: readers
+    (the projector) still reject stale fences (DESIGN.md invariant 5).
     """
 
     @abstractmethod
@@ -40,7 +51,8 @@ class EventLog(ABC):
 
     @abstractmethod
     async def read_run(self, run_id: str) -> list[RunEvent]:
-        """Every committed event of ``run_id`` on the run topics (any order across topics)."""
+        """Every committed event of ``run_id`` on the run topics, sorted by seq (stable:
+        duplicates keep log order); undecodable records raise RunLogCorruptError."""
 
     @abstractmethod
     async def run_end_positions(self, run_id: str) -> list[Position]:

@@ -1,0 +1,360 @@
+"""The Kafka event log: one transactional producer and a group-commit loop shared by all runs.
+
+``publish`` encodes its events, queues them and waits. The loop takes everything pending, asks
+the FenceGuard once for all runs in it, writes it all in ONE transaction and resolves each
+caller's future: concurrent runs share a commit, a single run pays about one commit per publish.
+A commit that failed is never reported as success; after any failure the producer is replaced
+(InitProducerId with the same transactional id aborts whatever the old one left open).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from agentledger.bus.clients import (
+    bootstrap_of,
+    start_client,
+    stop_client,
+    tune_concurrent_transactions_backoff,
+)
+from agentledger.bus.fencing import stale_claims, stale_error
+from agentledger.bus.partitioning import key_for
+from agentledger.bus.port import EventLog, FenceGuard, Position
+from agentledger.bus.reading import RunReader
+from agentledger.errors import (
+    AgentLedgerError,
+    ConfigurationError,
+    EventTooLargeError,
+    ProducerFencedError,
+    PublishError,
+    UnreachableError,
+)
+from agentledger.events.codec import EventCodec
+from agentledger.events.models import Event, RunEvent
+from agentledger.events.topics import TopicNames
+from agentledger.settings import CommonSettings
+
+_log = structlog.get_logger(__name__)
+MAX_REQUEST_BYTES = 1_048_576
+RECORD_OVERHEAD_BYTES = 512
+MAX_EVENTS_PER_COMMIT = 10_000
+
+Encoded = tuple[str, bytes | None, bytes]
+
+
+@dataclass
+class _Pending:
+    events: tuple[Event, ...]
+    records: list[Encoded]
+    done: asyncio.Future[None]
+
+
+@dataclass
+class CommitStats:
+    """Counters for benchmarks and logs."""
+
+    commits: int = 0
+    publishes: int = 0
+    events: int = 0
+    failed_commits: int = 0
+    producer_resets: int = 0
+    batch_sizes: list[int] = field(default_factory=list)
+
+
+class KafkaEventLog(EventLog):
+    """EventLog on Kafka; an async context manager owning one transactional producer.
+
+    ``transactional_id`` must be stable per worker: a restarted worker then fences its
+    predecessor and aborts its open transaction at once. If the predecessor is never restarted,
+    its open transaction blocks read_committed consumers of its partitions until
+    ``settings.kafka_transaction_timeout_ms`` (plus the broker's abort-check interval) passes.
+    """
+
+    def __init__(
+        self,
+        settings: CommonSettings,
+        *,
+        transactional_id: str,
+        guard: FenceGuard | None = None,
+        codec: EventCodec | None = None,
+    ) -> None:
+        self._settings = settings
+        self._bootstrap = bootstrap_of(settings)
+        self._transactional_id = transactional_id
+        self._guard = guard
+        self._codec = codec or EventCodec()
+        self.topics = TopicNames(settings.topic_prefix)
+        self._reader = RunReader(
+            self._bootstrap,
+            self.topics.run_topics,
+            self._codec,
+            connect_timeout_ms=settings.kafka_connect_timeout_ms,
+            read_timeout_ms=settings.kafka_publish_timeout_ms,
+        )
+        self._producer: AIOKafkaProducer | None = None
+        self._pending: list[_Pending] = []
+        self._wakeup = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._stopped = False
+        self._fenced: ProducerFencedError | None = None
+        self._partitions: int | None = None
+        # End offsets (just past the last record) of what this log committed, per partition: the
+        # coordinator writes the markers after EndTxn returns, so for a few ms the last stable
+        # offset lags behind a commit that publish already reported.
+        self._written: dict[tuple[str, int], int] = {}
+        self.stats = CommitStats()
+        self._log = _log.bind(transactional_id=transactional_id)
+
+    async def __aenter__(self) -> KafkaEventLog:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Connect (UnreachableError within the connect timeout) and start the commit loop."""
+        tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
+        self._producer = await self._open_producer()
+        self._loop_task = asyncio.get_running_loop().create_task(
+            self._commit_loop(), name=f"group-commit:{self._transactional_id}"
+        )
+
+    async def stop(self) -> None:
+        """Commit what is pending (bounded by the publish timeout), then close (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._closing = True
+        self._wakeup.set()
+        if self._loop_task is not None:
+            try:
+                await asyncio.wait_for(
+                    asyncio.shield(self._loop_task),
+                    timeout=self._settings.kafka_publish_timeout_ms / 1000,
+                )
+            except TimeoutError:
+                self._loop_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._loop_task
+        self._fail(self._pending, PublishError("the event log was stopped before the commit"))
+        self._pending.clear()
+        if self._producer is not None:
+            await stop_client(self._producer)
+            self._producer = None
+        await self._reader.stop()
+
+    # --- the port -------------------------------------------------------------------------
+
+    async def publish(self, events: Sequence[Event]) -> None:
+        """Write ``events`` in one transaction (maybe shared with other publishes); return when
+        committed. Raises StaleFenceError, PublishError (retryable) or ProducerFencedError."""
+        if self._fenced is not None:
+            raise self._fenced
+        if self._closing or self._loop_task is None:
+            raise PublishError("the event log is not running (use it inside `async with`)")
+        batch = tuple(events)
+        if not batch:
+            return
+        records = [self._encode(e) for e in batch]
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Pending(batch, records, done))
+        self._wakeup.set()
+        await done
+
+    async def read_run(self, run_id: str) -> list[RunEvent]:
+        """Every committed event of the run, sorted by seq (see :class:`RunReader`)."""
+        return await self._reader.read_run(run_id, await self._run_partitions(), self._written)
+
+    async def run_end_positions(self, run_id: str) -> list[Position]:
+        """The last stable offsets of the run's partition in every run topic, never before what
+        this log committed (read-your-writes while the commit markers are being written)."""
+        positions = await self._reader.end_positions(run_id, await self._run_partitions())
+        return [
+            Position(
+                p.topic, p.partition, max(p.offset, self._written.get((p.topic, p.partition), 0))
+            )
+            for p in positions
+        ]
+
+    # --- the commit loop ------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._pending:
+                batch = self._take()
+                try:
+                    await self._commit(batch)
+                except Exception as e:  # noqa: BLE001 - the loop must outlive any one commit
+                    self._log.exception("group_commit_crashed")
+                    self._fail(batch, PublishError(f"commit failed unexpectedly: {e!r}"))
+            if self._closing:
+                return
+
+    def _take(self) -> list[_Pending]:
+        taken: list[_Pending] = []
+        count = 0
+        while self._pending and (
+            not taken or count + len(self._pending[0].records) <= MAX_EVENTS_PER_COMMIT
+        ):
+            item = self._pending.pop(0)
+            count += len(item.records)
+            taken.append(item)
+        return taken
+
+    async def _commit(self, batch: list[_Pending]) -> None:
+        live = [p for p in batch if not p.done.done()]  # a cancelled publish is not written
+        if not live:
+            return
+        timeout = self._settings.kafka_publish_timeout_ms / 1000
+        if self._guard is not None:
+            try:
+                stale = await asyncio.wait_for(
+                    stale_claims(self._guard, [p.events for p in live]), timeout
+                )
+            except (AgentLedgerError, TimeoutError, OSError) as e:
+                self._fail(live, PublishError(f"fence check failed, nothing was written: {e!r}"))
+                return
+            writable = []
+            for p in live:
+                error = stale_error(p.events, stale)
+                if error is None:
+                    writable.append(p)
+                else:
+                    p.done.set_exception(error)
+            live = writable
+            if not live:
+                return
+        stage = ["open"]
+        try:
+            await asyncio.wait_for(self._transact(live, stage), timeout)
+        except ProducerFenced as e:
+            self._fenced = ProducerFencedError(
+                f"transactional id {self._transactional_id} was taken over by a newer producer; "
+                "this writer must stop"
+            )
+            self._fenced.__cause__ = e
+            self._fail(live, self._fenced)
+            return
+        except (TimeoutError, KafkaError, UnreachableError, OSError) as e:
+            self.stats.failed_commits += 1
+            maybe = stage[0] == "commit"
+            self._log.warning("group_commit_failed", stage=stage[0], error=repr(e))
+            self._fail(
+                live,
+                PublishError(f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe),
+            )
+            await self._reset_producer()
+            return
+        self.stats.commits += 1
+        self.stats.publishes += len(live)
+        self.stats.events += sum(len(p.records) for p in live)
+        for p in live:
+            if not p.done.done():
+                p.done.set_result(None)
+
+    async def _transact(self, batch: list[_Pending], stage: list[str]) -> None:
+        producer = self._producer
+        if producer is None:
+            stage[0] = "connect"
+            producer = self._producer = await self._open_producer()
+        stage[0] = "begin"
+        await producer.begin_transaction()
+        stage[0] = "send"
+        sent = [
+            await producer.send(topic, value=value, key=key)
+            for p in batch
+            for topic, key, value in p.records
+        ]
+        metadata = await asyncio.gather(*sent)
+        stage[0] = "commit"
+        await producer.commit_transaction()
+        for md in metadata:
+            tp = (md.topic, md.partition)
+            self._written[tp] = max(self._written.get(tp, 0), md.offset + 1)
+
+    async def _reset_producer(self) -> None:
+        old, self._producer = self._producer, None
+        self.stats.producer_resets += 1
+        if old is not None:
+            await stop_client(old)
+        try:
+            self._producer = await self._open_producer()
+        except UnreachableError as e:
+            # The next commit tries again; its callers get the error then.
+            self._log.warning("producer_reset_failed", error=str(e))
+
+    async def _open_producer(self) -> AIOKafkaProducer:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=self._bootstrap,
+            transactional_id=self._transactional_id,
+            transaction_timeout_ms=self._settings.kafka_transaction_timeout_ms,
+            enable_idempotence=True,
+            acks="all",
+            linger_ms=0,
+            max_request_size=MAX_REQUEST_BYTES,
+            client_id=f"agentledger-{self._transactional_id}",
+        )
+        await start_client(
+            producer,
+            bootstrap=self._bootstrap,
+            timeout_ms=self._settings.kafka_connect_timeout_ms,
+            role="transactional producer",
+        )
+        return producer
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _encode(self, event: Event) -> Encoded:
+        value = self._codec.encode(event)
+        key = key_for(event)
+        size = len(value) + len(key or b"") + RECORD_OVERHEAD_BYTES
+        if size > MAX_REQUEST_BYTES:
+            msg = (
+                f"{type(event).__name__} {event.event_id} encodes to {len(value)} bytes, over the "
+                f"{MAX_REQUEST_BYTES}-byte limit; store the payload as a reference (uri + hash)"
+            )
+            raise EventTooLargeError(msg)
+        return self.topics.for_event(event), key, value
+
+    async def _run_partitions(self) -> int:
+        if self._partitions is None:
+            producer = self._producer
+            if producer is None:
+                raise UnreachableError("Kafka", self._bootstrap, "the producer is reconnecting")
+            try:
+                counts = {t: len(await producer.partitions_for(t)) for t in self.topics.run_topics}
+            except KafkaError as e:
+                raise UnreachableError(
+                    "Kafka", self._bootstrap, f"no metadata for {self.topics.run_topics}: {e!r}"
+                ) from e
+            if len(set(counts.values())) != 1:
+                msg = (
+                    f"run topics are not co-partitioned: {counts}; "
+                    "recreate them with one partition count (agentledger topics ensure)"
+                )
+                raise ConfigurationError(msg)
+            self._partitions = next(iter(counts.values()))
+        return self._partitions
+
+    @staticmethod
+    def _fail(batch: Sequence[_Pending], error: BaseException) -> None:
+        for p in batch:
+            if not p.done.done():
+                p.done.set_exception(error)
