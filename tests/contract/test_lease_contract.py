@@ -13,6 +13,8 @@ import pytest
 from agentledger.errors import LeaseHeldError, StaleFenceError
 from agentledger.leases import LeaseStore
 from agentledger.leasing import LeaseKeeper, MemoryLeaseStore
+from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.settings import CommonSettings
 
 LONG = 60_000
 
@@ -26,9 +28,9 @@ class LeaseEnv:
 
 
 @contextlib.asynccontextmanager
-async def lease_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[LeaseEnv]:
-    """A fresh store of ``kind`` ("memory" or "redis") under this test's key prefix."""
-    if kind == "memory":
+async def lease_env(settings: CommonSettings | None) -> AsyncIterator[LeaseEnv]:
+    """A fresh in-memory store if ``settings`` is None, else Redis under the test's prefix."""
+    if settings is None:
         memory = MemoryLeaseStore()
 
         async def flush_memory() -> None:
@@ -36,9 +38,6 @@ async def lease_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[
 
         yield LeaseEnv(memory, flush_memory)
         return
-    from agentledger.leasing.redis_store import RedisLeaseStore  # noqa: PLC0415 - redis only
-
-    settings = request.getfixturevalue("ledger_settings")
     async with RedisLeaseStore.from_settings(settings) as redis_store:
 
         async def flush_prefix() -> None:
@@ -48,9 +47,18 @@ async def lease_env(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
-async def env(request: pytest.FixtureRequest) -> AsyncIterator[LeaseEnv]:
+def backend(request: pytest.FixtureRequest) -> CommonSettings | None:
+    """None for the in-memory store, else this test's settings on the real Redis."""
+    if request.param == "memory":
+        return None
+    settings: CommonSettings = request.getfixturevalue("ledger_settings")
+    return settings
+
+
+@pytest.fixture
+async def env(backend: CommonSettings | None) -> AsyncIterator[LeaseEnv]:
     """One store per test."""
-    async with lease_env(request.param, request) as built:
+    async with lease_env(backend) as built:
         yield built
 
 

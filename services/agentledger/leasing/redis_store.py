@@ -1,0 +1,226 @@
+"""Run leases in Redis: atomic Lua scripts on ``<prefix>:{RUN}:lease``, Redis server time."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis.exceptions
+from redis.asyncio import Redis
+
+from agentledger.errors import (
+    ConfigurationError,
+    LeaseHeldError,
+    StaleFenceError,
+    UnreachableError,
+)
+from agentledger.leases import Lease, LeaseStore
+from agentledger.leasing import scripts
+from agentledger.settings import CommonSettings
+
+T = TypeVar("T")
+DEFAULT_RETAIN_MS = 7 * 24 * 3600 * 1000
+SOCKET_TIMEOUT_S = 5.0
+
+
+def lease_key(key_prefix: str, run_id: str) -> str:
+    """``<prefix>:{RUN}:lease``: the run id as Redis Cluster hash tag, like every key of the run."""
+    return f"{key_prefix}:{{{run_tag(run_id)}}}:lease"
+
+
+def run_tag(run_id: str) -> str:
+    """The run's hash tag: its id, unless braces would cut it short (then a digest of it).
+
+    The same rule as the view keys (agentledger.views.keys), so a run's keys share one slot.
+    """
+    if "{" in run_id or "}" in run_id or not run_id:
+        return "h" + hashlib.sha1(run_id.encode()).hexdigest()[:20]  # noqa: S324 - not security
+    return run_id
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class RedisLeaseStore(LeaseStore):
+    """LeaseStore (and FenceGuard) on Redis; an async context manager when it owns its client.
+
+    Lease hashes live ``retain_ms`` past their last write (default 7 days) so that fences keep
+    growing across release and expiry; a run's worker passes ``floor`` anyway, for wiped Redis.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        key_prefix: str = "al",
+        retain_ms: int = DEFAULT_RETAIN_MS,
+        endpoint: str = "redis",
+        owns_client: bool = False,
+    ) -> None:
+        self._client = client
+        self._prefix = key_prefix
+        self._retain_ms = retain_ms
+        self._endpoint = endpoint
+        self._owns_client = owns_client
+        self._closed = False
+        self._shas: dict[str, str] = {}
+
+    @classmethod
+    def from_settings(cls, settings: CommonSettings) -> RedisLeaseStore:
+        """A store with its own connection pool to ``settings.redis_url``."""
+        if not settings.redis_url:
+            msg = (
+                "redis_url is not set: resolve the endpoints first "
+                "(agentledger.stack.resolve.resolve_settings) or set AGENTLEDGER_REDIS_URL"
+            )
+            raise ConfigurationError(msg)
+        client = Redis.from_url(
+            settings.redis_url,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+        )
+        return cls(
+            client,
+            key_prefix=settings.key_prefix,
+            endpoint=redacted(settings.redis_url),
+            owns_client=True,
+        )
+
+    async def __aenter__(self) -> RedisLeaseStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Close the connection pool if this store owns it (idempotent)."""
+        if self._owns_client and not self._closed:
+            self._closed = True
+            await self._client.aclose()
+
+    def key(self, run_id: str) -> str:
+        """The lease key of a run."""
+        return lease_key(self._prefix, run_id)
+
+    # --- the port -------------------------------------------------------------------------
+
+    async def acquire(self, run_id: str, owner: str, ttl_ms: int, *, floor: int = 0) -> Lease:
+        """Take the lease if free, expired or ``owner``'s; fence = max(stored, floor) + 1."""
+        _check_ttl(ttl_ms)
+        reply = await self._eval(
+            scripts.ACQUIRE, self.key(run_id), owner, ttl_ms, max(floor, 0), self._retain_ms
+        )
+        if int(reply[0]) == 1:
+            return Lease(run_id, owner, int(reply[1]), int(reply[2]))
+        fence, expires, holder, now = int(reply[1]), int(reply[2]), _text(reply[3]), int(reply[4])
+        msg = f"held by {holder} (fence {fence}) for {expires - now} ms more"
+        raise LeaseHeldError(msg, run_id=run_id)
+
+    async def renew(self, lease: Lease, ttl_ms: int) -> Lease:
+        """Extend a live lease with the same owner and fence; else StaleFenceError."""
+        _check_ttl(ttl_ms)
+        reply = await self._eval(
+            scripts.RENEW, self.key(lease.run_id), lease.owner, lease.fence, ttl_ms, self._retain_ms
+        )
+        if int(reply[0]) == 1:
+            return Lease(lease.run_id, lease.owner, lease.fence, int(reply[1]))
+        fence, holder = int(reply[1]), _text(reply[3]) or "nobody"
+        raise StaleFenceError(
+            f"lease of {lease.owner} with fence {lease.fence} is lost "
+            f"(now {holder}, fence {fence}, expired or released)",
+            run_id=lease.run_id,
+        )
+
+    async def release(self, lease: Lease) -> None:
+        """Free the run if still held with this fence; the fence stays (idempotent)."""
+        await self._eval(scripts.RELEASE, self.key(lease.run_id), lease.owner, lease.fence)
+
+    async def current(self, run_id: str) -> Lease | None:
+        """The live lease of the run, or None."""
+        owner, fence, expires, now = await self._eval(scripts.CURRENT, self.key(run_id))
+        holder = _text(owner)
+        if not holder or int(expires) <= int(now):
+            return None
+        return Lease(run_id, holder, int(fence), int(expires))
+
+    async def stale(self, fences: dict[str, int]) -> set[str]:
+        """Runs whose lease is missing, expired or has another fence: one pipelined round trip."""
+        if not fences:
+            return set()
+        runs = list(fences)
+
+        async def ask() -> list[Any]:
+            sha = await self._sha(scripts.STALE)
+            pipe = self._client.pipeline(transaction=False)
+            for run_id in runs:
+                pipe.evalsha(sha, 1, self.key(run_id), fences[run_id])
+            result: list[Any] = await pipe.execute()
+            return result
+
+        replies = await self._guarded(ask)
+        return {run_id for run_id, flag in zip(runs, replies, strict=True) if int(flag) == 1}
+
+    # --- for tests and operators ----------------------------------------------------------
+
+    async def forget_all(self) -> None:
+        """Delete every lease under this prefix, as FLUSHALL would (fences are lost)."""
+
+        async def wipe() -> None:
+            keys = [k async for k in self._client.scan_iter(match=f"{self._prefix}:*:lease")]
+            if keys:
+                await self._client.delete(*keys)
+
+        await self._guarded(wipe)
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _eval(self, script: str, key: str, *args: int | str) -> list[Any]:
+        async def run() -> list[Any]:
+            sha = await self._sha(script)
+            result: list[Any] = await self._client.evalsha(sha, 1, key, *args)
+            return result
+
+        return await self._guarded(run)
+
+    async def _sha(self, script: str) -> str:
+        sha = self._shas.get(script)
+        if sha is None:
+            sha = str(await self._client.script_load(script))
+            self._shas[script] = sha
+        return sha
+
+    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run ``call``; reload scripts once if Redis forgot them; translate connection errors."""
+        try:
+            try:
+                return await call()
+            except redis.exceptions.NoScriptError:
+                self._shas.clear()
+                return await call()
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+            raise UnreachableError("Redis", self._endpoint, f"{type(e).__name__}: {e}") from e
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _check_ttl(ttl_ms: int) -> None:
+    if ttl_ms <= 0:
+        msg = f"a lease ttl must be positive, got {ttl_ms} ms (check the lease ttl setting)"
+        raise ConfigurationError(msg)
