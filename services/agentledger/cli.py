@@ -1,0 +1,130 @@
+"""The ``agentledger`` command: one argparse dispatcher over every package's ``register``.
+
+A package contributes commands with ``register(subparsers) -> None``, adding a subparser and
+``set_defaults(run=handler)``; the handler takes the parsed namespace and returns an exit code
+(or a coroutine returning one, which is run with ``asyncio.run``). Handlers build their own
+Settings (the CLI is the edge). Errors raised on purpose (AgentLedgerError) and invalid settings
+are printed as one clear line on stderr with exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TextIO
+
+import structlog
+from pydantic import ValidationError
+
+from agentledger.errors import AgentLedgerError
+
+Handler = Callable[[argparse.Namespace], int | Coroutine[Any, Any, int]]
+
+# One line per package that contributes commands.
+COMMAND_MODULES: tuple[str, ...] = (
+    "agentledger.stack.commands",
+    "agentledger.bus.commands",
+    "agentledger.providers.commands",
+)
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+ENV_PREFIX = "AGENTLEDGER_"
+
+
+def configure_logging(
+    level: str = "INFO", fmt: str = "console", stream: TextIO | None = None
+) -> None:
+    """Structured logs on stderr (stdout is kept for output meant to be parsed or eval'ed)."""
+    out = stream if stream is not None else sys.stderr
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    # Third-party libraries (aiokafka, faust) log through the standard library.
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=out, force=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every package's subcommands registered."""
+    parser = argparse.ArgumentParser(
+        prog="agentledger",
+        description="Durable record of AI-agent runs on Kafka, with resume views in Redis.",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level of the structured logs on stderr (default INFO)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="console",
+        choices=("console", "json"),
+        help="render logs for people (console) or machines (json)",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line naming each invalid environment variable and what is wrong with it."""
+    parts = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else "?"
+        reason = str(item["msg"]).removeprefix("Value error, ")
+        var = f"{ENV_PREFIX}{field.upper()}"
+        parts.append(reason if var in reason else f"{var}={item.get('input')!r}: {reason}")
+    return "invalid settings: " + "; ".join(parts)
+
+
+def _fail(message: str) -> int:
+    """Print one error on stderr and return the error exit code."""
+    sys.stderr.write(f"agentledger: error: {message}\n")
+    return EXIT_ERROR
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the chosen command, map expected errors to exit code 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(args.log_level, args.log_format)
+    handler: Handler = args.run
+    try:
+        outcome = handler(args)
+        code: int = asyncio.run(outcome) if isinstance(outcome, Coroutine) else outcome
+    except ValidationError as e:
+        return _fail(describe_validation_error(e))
+    except AgentLedgerError as e:
+        return _fail(str(e))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return code
+
+
+def main() -> int:
+    """Console-script entry point."""
+    return run(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""LocalStack: bring the embedded Kafka + Redis up, down, report them, restart the broker."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+from collections.abc import AsyncIterator, Collection
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self, TypeVar
+
+import structlog
+
+from agentledger.errors import StackError
+from agentledger.stack.config import KAFKA_VERSION, KafkaPorts, StackPaths, new_cluster_id
+from agentledger.stack.jars import ensure_jars
+from agentledger.stack.kafka import (
+    KafkaBindError,
+    broker_answers,
+    check_java,
+    format_storage,
+    formatted_cluster_id,
+    kafka_markers,
+    start_broker,
+    wait_broker_ready,
+    write_configs,
+)
+from agentledger.stack.ports import free_ports, port_is_free
+from agentledger.stack.procs import is_ours, kill_now, terminate
+from agentledger.stack.redis_server import (
+    find_redis_server,
+    redis_answers,
+    redis_markers,
+    redis_version,
+    start_redis,
+    wait_redis_ready,
+)
+from agentledger.stack.state import (
+    ComponentStatus,
+    DownReport,
+    Endpoints,
+    Health,
+    KafkaRecord,
+    ProcessRecord,
+    RedisRecord,
+    StackState,
+    StackStatus,
+    UpReport,
+    kafka_bootstrap,
+    parse_state,
+    redis_url,
+    render_state,
+)
+
+log = structlog.get_logger(__name__)
+
+Component = Literal["kafka", "redis"]
+BOTH: tuple[Component, ...] = ("redis", "kafka")
+KAFKA_STOP_GRACE_S = 30.0
+REDIS_STOP_GRACE_S = 10.0
+BIND_ATTEMPTS = 3
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+R = TypeVar("R", bound=ProcessRecord)
+
+
+def _stopped(record: R) -> R:
+    """The record of a process that no longer runs (ports and ids are kept for the next start)."""
+    return record.model_copy(update={"pid": None, "proc_start": None, "started_at": None})
+
+
+class LocalStack:
+    """The embedded Kafka + Redis under one state directory; an async context manager.
+
+    Entering brings the stack up (reusing whatever already runs there); leaving stops only the
+    processes this instance started, unless ``keep_running``. ``stop()`` is idempotent.
+    """
+
+    def __init__(self, state_dir: Path, *, keep_running: bool = False) -> None:
+        self.paths = StackPaths(state_dir.resolve())
+        self.keep_running = keep_running
+        self._started: set[Component] = set()
+        self._endpoints: Endpoints | None = None
+
+    @property
+    def endpoints(self) -> Endpoints:
+        """The endpoints found by the last ``up``."""
+        if self._endpoints is None:
+            msg = "the local stack is not up yet: call up() or enter the context first"
+            raise StackError(msg)
+        return self._endpoints
+
+    async def __aenter__(self) -> Self:
+        """Bring the stack up."""
+        await self.up()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop what this instance started."""
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Stop the processes this instance started (idempotent; no-op with keep_running)."""
+        started, self._started = self._started, set()
+        if started and not self.keep_running:
+            await self.down(tuple(started))
+
+    # -- state file and lock -------------------------------------------------------------------
+
+    def load(self) -> StackState:
+        """The state file, or an empty state when there is none."""
+        try:
+            text = self.paths.state_file.read_text()
+        except FileNotFoundError:
+            return StackState()
+        return parse_state(text, self.paths.state_file)
+
+    def _save(self, state: StackState) -> StackState:
+        """Write the state file atomically."""
+        tmp = self.paths.state_file.with_suffix(".tmp")
+        tmp.write_text(render_state(state))
+        os.replace(tmp, self.paths.state_file)
+        return state
+
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        """Hold the state directory's lock (between processes too) while changing the stack."""
+        self.paths.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.paths.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    # -- up --------------------------------------------------------------------------------------
+
+    async def up(self, components: Collection[Component] = BOTH) -> UpReport:
+        """Start what is not running (healthy processes are reused) and wait until both answer."""
+        started: list[Component] = []
+        reused: list[Component] = []
+        async with self._locked():
+            state = self.load()
+            if "redis" in components:
+                state, did = await self._ensure_redis(state)
+                (started if did else reused).append("redis")
+            if "kafka" in components:
+                state, did = await self._ensure_kafka(state)
+                (started if did else reused).append("kafka")
+        self._started.update(started)
+        report = UpReport(
+            kafka_bootstrap=kafka_bootstrap(state.kafka) if state.kafka else None,
+            redis_url=redis_url(state.redis) if state.redis else None,
+            started=tuple(started),
+            reused=tuple(reused),
+        )
+        if report.kafka_bootstrap is not None and report.redis_url is not None:
+            self._endpoints = report.endpoints
+        log.info("stack_up", started=started, reused=reused, state_dir=str(self.paths.root))
+        return report
+
+    async def _ensure_redis(self, state: StackState) -> tuple[StackState, bool]:
+        """Reuse a healthy Redis of ours or start one."""
+        rec = state.redis
+        if rec is not None and rec.pid is not None and rec.proc_start is not None:
+            markers = redis_markers(self.paths, rec.port)
+            if is_ours(rec.pid, rec.proc_start, markers):
+                if await redis_answers(rec.port):
+                    return state, False
+                log.warning("stack_redis_unresponsive_restarting", pid=rec.pid)
+                await terminate(rec.pid, rec.proc_start, markers, grace=REDIS_STOP_GRACE_S)
+        exe = await find_redis_server()
+        version = await redis_version(exe)
+        [port] = free_ports([rec.port if rec else None])
+        pid, ticks = start_redis(self.paths, exe, port)
+        new = RedisRecord(pid=pid, proc_start=ticks, port=port, started_at=_now(), version=version)
+        state = self._save(state.model_copy(update={"redis": new}))
+        try:
+            await wait_redis_ready(self.paths, pid, ticks, port)
+        except BaseException:
+            await terminate(pid, ticks, redis_markers(self.paths, port), grace=REDIS_STOP_GRACE_S)
+            self._save(state.model_copy(update={"redis": _stopped(new)}))
+            raise
+        log.info("stack_redis_started", pid=pid, port=port, version=version)
+        return state, True
+
+    async def _ensure_kafka(self, state: StackState) -> tuple[StackState, bool]:
+        """Reuse a healthy broker of ours or start one (fetching jars and formatting if needed)."""
+        rec = state.kafka
+        if rec is not None and rec.pid is not None and rec.proc_start is not None:
+            markers = kafka_markers(self.paths)
+            if is_ours(rec.pid, rec.proc_start, markers):
+                if await broker_answers(kafka_bootstrap(rec)):
+                    return state, False
+                log.warning("stack_kafka_unresponsive_restarting", pid=rec.pid)
+                await terminate(rec.pid, rec.proc_start, markers, grace=KAFKA_STOP_GRACE_S)
+        return await self._start_kafka(state, same_ports=False), True
+
+    async def _start_kafka(self, state: StackState, *, same_ports: bool) -> StackState:
+        """Start the broker; on a bind race pick new ports (unless they must stay the same)."""
+        check_java()
+        await ensure_jars(self.paths)
+        rec = state.kafka
+        cluster_id = (
+            formatted_cluster_id(self.paths)
+            or (rec.cluster_id if rec else None)
+            or new_cluster_id()
+        )
+        preferred = [rec.port, rec.controller_port] if rec else [None, None]
+        for attempt in range(BIND_ATTEMPTS):
+            if same_ports and rec is not None:
+                taken = [p for p in (rec.port, rec.controller_port) if not port_is_free(p)]
+                if taken:
+                    msg = f"cannot restart Kafka on the same ports: {taken} are taken by another"
+                    raise StackError(msg)
+                broker, controller = rec.port, rec.controller_port
+            else:
+                broker, controller = free_ports(preferred if attempt == 0 else [None, None])
+            write_configs(self.paths, KafkaPorts(broker=broker, controller=controller))
+            await format_storage(self.paths, cluster_id)
+            pid, ticks = start_broker(self.paths)
+            new = KafkaRecord(
+                pid=pid,
+                proc_start=ticks,
+                port=broker,
+                controller_port=controller,
+                cluster_id=cluster_id,
+                started_at=_now(),
+                version=KAFKA_VERSION,
+            )
+            state = self._save(state.model_copy(update={"kafka": new}))
+            try:
+                await wait_broker_ready(self.paths, pid, ticks, broker)
+            except KafkaBindError:
+                state = self._save(state.model_copy(update={"kafka": _stopped(new)}))
+                if same_ports:
+                    raise
+                log.warning("stack_kafka_port_race_retrying", port=broker, attempt=attempt + 1)
+                continue
+            except BaseException:
+                await terminate(pid, ticks, kafka_markers(self.paths), grace=KAFKA_STOP_GRACE_S)
+                self._save(state.model_copy(update={"kafka": _stopped(new)}))
+                raise
+            log.info("stack_kafka_started", pid=pid, port=broker, controller_port=controller)
+            return state
+        msg = f"Kafka found no free ports in {BIND_ATTEMPTS} attempts; see {self.paths.kafka_log}"
+        raise StackError(msg)
+
+    # -- down, status ----------------------------------------------------------------------------
+
+    def _markers(self, name: Component, rec: ProcessRecord) -> tuple[str, ...]:
+        if name == "kafka":
+            return kafka_markers(self.paths)
+        return redis_markers(self.paths, rec.port)
+
+    async def down(self, components: Collection[Component] = BOTH) -> DownReport:
+        """Stop exactly the processes recorded as ours; records of dead ones are cleared."""
+        stopped: list[str] = []
+        gone: list[str] = []
+        async with self._locked():
+            state = self.load()
+            for name in ("kafka", "redis"):
+                rec: ProcessRecord | None = getattr(state, name)
+                if name not in components or rec is None:
+                    continue
+                if rec.pid is not None and rec.proc_start is not None:
+                    grace = KAFKA_STOP_GRACE_S if name == "kafka" else REDIS_STOP_GRACE_S
+                    markers = self._markers(name, rec)
+                    ours = await terminate(rec.pid, rec.proc_start, markers, grace=grace)
+                    (stopped if ours else gone).append(name)
+                state = self._save(state.model_copy(update={name: _stopped(rec)}))
+        log.info("stack_down", stopped=stopped, already_gone=gone)
+        return DownReport(stopped=tuple(stopped), already_gone=tuple(gone))
+
+    async def status(self) -> StackStatus:
+        """What runs, where, since when: checked against /proc and by asking each server."""
+        state = self.load()
+        return StackStatus(
+            state_dir=self.paths.root,
+            kafka=await self._component_status("kafka", state.kafka),
+            redis=await self._component_status("redis", state.redis),
+        )
+
+    async def _component_status(
+        self, name: Component, rec: ProcessRecord | None
+    ) -> ComponentStatus:
+        """The health of one component, from its record, /proc, and a live probe."""
+        if rec is None or rec.pid is None or rec.proc_start is None:
+            health = Health.STOPPED
+        elif not is_ours(rec.pid, rec.proc_start, self._markers(name, rec)):
+            health = Health.DEAD
+        elif name == "kafka" and isinstance(rec, KafkaRecord):
+            answers = await broker_answers(kafka_bootstrap(rec))
+            health = Health.RUNNING if answers else Health.UNHEALTHY
+        else:
+            health = Health.RUNNING if await redis_answers(rec.port) else Health.UNHEALTHY
+        endpoint = None
+        if rec is not None and health is not Health.STOPPED:
+            endpoint = kafka_bootstrap(rec) if isinstance(rec, KafkaRecord) else redis_url(rec)
+        return ComponentStatus(
+            name=name,
+            health=health,
+            endpoint=endpoint,
+            pid=rec.pid if rec is not None else None,
+            started_at=rec.started_at if rec is not None else None,
+            version=rec.version if rec is not None else "",
+        )
+
+    # -- broker chaos: stop / start on the same port and data / restart / kill -------------------
+
+    async def stop_kafka(self) -> bool:
+        """Stop the broker gracefully; False if it was not running."""
+        only: tuple[Component, ...] = ("kafka",)
+        report = await self.down(only)
+        return bool(report.stopped)
+
+    async def start_kafka(self) -> Endpoints:
+        """Start the broker again on the SAME ports and data (it must have been up before)."""
+        async with self._locked():
+            state = self.load()
+            if state.kafka is None:
+                msg = f"no Kafka was ever started under {self.paths.root}; run `stack up` first"
+                raise StackError(msg)
+            rec = state.kafka
+            if (
+                rec.pid is not None
+                and rec.proc_start is not None
+                and is_ours(rec.pid, rec.proc_start, kafka_markers(self.paths))
+            ):
+                return self.endpoints_from(state)
+            state = await self._start_kafka(state, same_ports=True)
+        return self.endpoints_from(state)
+
+    async def restart_kafka(self) -> Endpoints:
+        """Stop the broker and start it again on the same ports and data."""
+        await self.stop_kafka()
+        return await self.start_kafka()
+
+    async def kill_kafka(self) -> bool:
+        """SIGKILL the broker (no clean shutdown); False if it was not running."""
+        async with self._locked():
+            rec = self.load().kafka
+            if rec is None or rec.pid is None or rec.proc_start is None:
+                return False
+            return kill_now(rec.pid, rec.proc_start, kafka_markers(self.paths))
+
+    def endpoints_from(self, state: StackState) -> Endpoints:
+        """The endpoints recorded in a state (both components must have been started once)."""
+        if state.kafka is None or state.redis is None:
+            msg = f"the local stack under {self.paths.root} was never started: run `stack up`"
+            raise StackError(msg)
+        return Endpoints(kafka_bootstrap(state.kafka), redis_url(state.redis))

@@ -1,0 +1,71 @@
+"""Owning processes: /proc parsing, spawning detached, proving ownership, stopping."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from agentledger.stack.procs import (
+    cmdline_matches,
+    is_alive,
+    is_ours,
+    kill_now,
+    parse_stat,
+    read_stat,
+    spawn_detached,
+    terminate,
+)
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+STAT = "4242 (java (weird) name) S 1 4242 4242 0 -1 4194560 1 0 0 0 3 1 0 0 20 0 30 0 987654 1 2"
+
+
+def test_stat_parsing_survives_parentheses_in_the_name() -> None:
+    """State and start time are read after the last ')' of the command name."""
+    stat = parse_stat(STAT)
+    assert stat.state == "S"
+    assert stat.start_ticks == 987654
+
+
+def test_cmdline_matching_handles_nul_separators_and_retitles() -> None:
+    """A marker matches NUL-separated argv and redis-server's rewritten title alike."""
+    assert cmdline_matches(
+        b"java\0-cp\0x\0kafka.Kafka\0/s/server.properties\0", ["/s/server.properties"]
+    )
+    assert cmdline_matches(b"redis-server 127.0.0.1:6390\0\0", ["redis-server 127.0.0.1:6390"])
+    assert not cmdline_matches(b"redis-server 127.0.0.1:6391\0", ["redis-server 127.0.0.1:6390"])
+
+
+def test_own_process_is_ours_until_stopped(tmp_path: Path) -> None:
+    """A spawned process is ours (pid, start time, marker); after SIGTERM it is gone."""
+    marker = str(tmp_path / "marker")
+    pid, start = spawn_detached([*SLEEPER, marker], tmp_path / "out.log")
+    try:
+        assert is_ours(pid, start, [marker])
+        assert not is_ours(pid, start + 1, [marker])  # a reused pid has another start time
+        assert not is_ours(pid, start, ["something-else"])
+        assert os.getsid(pid) == pid  # its own session: survives our terminal closing
+    finally:
+        kill_now(pid, start, [marker])
+
+
+async def test_terminate_stops_only_our_process(tmp_path: Path) -> None:
+    """terminate() refuses a pid whose marker differs, and stops ours."""
+    marker = str(tmp_path / "marker")
+    pid, start = spawn_detached([*SLEEPER, marker], tmp_path / "out.log")
+    assert not await terminate(pid, start, ["not-ours"], grace=1.0)
+    assert is_alive(pid, start)
+    assert await terminate(pid, start, [marker], grace=5.0)
+    assert not is_alive(pid, start)
+    assert read_stat(pid) is None
+    assert not await terminate(pid, start, [marker], grace=1.0)  # idempotent
+
+
+async def test_terminate_kills_a_process_ignoring_sigterm(tmp_path: Path) -> None:
+    """A process that ignores SIGTERM is SIGKILLed after the grace period."""
+    script = tmp_path / "stubborn.sh"
+    script.write_text("trap '' TERM\nwhile :; do sleep 0.1; done\n")
+    pid, start = spawn_detached(["bash", str(script)], tmp_path / "out.log")
+    assert await terminate(pid, start, [str(script)], grace=0.5)
+    assert not is_alive(pid, start)
