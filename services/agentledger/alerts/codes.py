@@ -1,0 +1,100 @@
+"""The stable alert codes: what each means, how bad it is, and what a person should do.
+
+Codes are part of the contract with on-call tooling (webhook receivers filter on them): never
+rename one; add new codes instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentledger.events.models import Severity
+
+
+@dataclass(frozen=True)
+class AlertCode:
+    """One kind of finding: its stable code, default severity, title and the action to take."""
+
+    code: str
+    severity: Severity
+    title: str
+    action: str
+
+
+EFFECT_UNKNOWN = AlertCode(
+    "effect.unknown",
+    "critical",
+    "the provider cannot tell whether an effect happened",
+    "Check the provider for the idempotency key. The run stays paused; it resumes by itself "
+    "once the provider answers a lookup again (the reconciler keeps asking).",
+)
+EFFECT_IDENTITY_MISMATCH = AlertCode(
+    "effect.identity_mismatch",
+    "critical",
+    "the provider holds this idempotency key for an effect with other identity fields",
+    "A bug in the agent or a key collision: compare both identity hashes, fix the agent, then "
+    "cancel or fork the run. Nothing is retried under this key.",
+)
+EFFECT_NOT_COMPENSABLE = AlertCode(
+    "effect.not_compensable",
+    "warning",
+    "an effect should be undone but cannot be by the adapter",
+    "Undo it by hand at the provider (the external reference is in the alert), then ack.",
+)
+EFFECT_COMPENSATION_FAILED = AlertCode(
+    "effect.compensation_failed",
+    "critical",
+    "undoing an effect failed",
+    "Look at the provider's answer in the detail; retry with `agentledger effects compensate` "
+    "once the cause is fixed, or undo it by hand and ack.",
+)
+RUN_PAUSE_EXPIRED = AlertCode(
+    "run.pause_expired",
+    "warning",
+    "a run is paused past the expiry of what it waits for",
+    "Decide: `agentledger runs approve|reject RUN`, or fork the run; an approval given now is "
+    "refused as expired unless the pause is renewed.",
+)
+RUN_ORPHANED = AlertCode(
+    "run.orphaned",
+    "warning",
+    "a running run has no live lease and nobody is resuming it",
+    "The reconciler re-queued it (ResumeRequested). If this alert stays open, check that "
+    "workers are running and consuming the requests topic.",
+)
+RUN_BUDGET_OVERRUN = AlertCode(
+    "run.budget_overrun",
+    "warning",
+    "a run spent more than one of its budget limits",
+    "Check why the limit did not stop the run (limits are enforced at step boundaries); "
+    "raise the limit or cancel the run.",
+)
+FENCE_STALE = AlertCode(
+    "fence.stale",
+    "critical",
+    "a writer whose lease had moved on tried to write events",
+    "The named worker was paused or partitioned past its lease; its writes were rejected. "
+    "Check the worker's host (GC pauses, SIGSTOP, clock) and restart it.",
+)
+DEADLETTER_RECORD = AlertCode(
+    "deadletter.record",
+    "critical",
+    "records nobody could decode were moved to the dead-letter topic",
+    "Inspect the dead-letter topic (reason, source topic, partition, offset); fix the producer "
+    "or the schema, then ack.",
+)
+
+ALERT_CODES: dict[str, AlertCode] = {
+    c.code: c
+    for c in (
+        EFFECT_UNKNOWN,
+        EFFECT_IDENTITY_MISMATCH,
+        EFFECT_NOT_COMPENSABLE,
+        EFFECT_COMPENSATION_FAILED,
+        RUN_PAUSE_EXPIRED,
+        RUN_ORPHANED,
+        RUN_BUDGET_OVERRUN,
+        FENCE_STALE,
+        DEADLETTER_RECORD,
+    )
+}
