@@ -221,6 +221,37 @@ class RunLogCorruptError(RunError):
         )
 
 
+# --- worker SDK -------------------------------------------------------------------------------
+
+
+class PayloadError(AgentLedgerError):
+    """A value cannot be recorded: it is not JSON (say where), or its blob is missing/altered."""
+
+
+class RunClosedError(RunError):
+    """The run has finished (or this handle is closed); nothing more can be written to it."""
+
+
+class RunPausedError(RunError):
+    """The run paused (approval asked, effect unknown …); ``reason`` says why, a human decides."""
+
+    def __init__(self, message: str, *, run_id: str, reason: str, step: int | None = None) -> None:
+        self.reason = reason
+        super().__init__(message, run_id=run_id, step=step)
+
+
+class StepRejectedError(RunError):
+    """The step failed its acceptance check in every attempt it was given; the cursor stayed."""
+
+
+class EffectFailedError(RunError):
+    """The provider refused the effect (a 4xx answer, recorded as ``failed``); not retried."""
+
+    def __init__(self, message: str, *, run_id: str, step: int, effect: str, key: str) -> None:
+        self.key = key
+        super().__init__(message, run_id=run_id, step=step, effect=effect)
+
+
 class EventTooLargeError(PublishError):
     """An encoded event is over the producer's max request size: store its payload by reference."""
 

@@ -1,0 +1,34 @@
+"""The worker SDK: open a run, walk its steps, record activities and effects, resume anywhere."""
+
+from __future__ import annotations
+
+from agentledger.worker.blobs import BlobRef, BlobStore, FileBlobStore, MemoryBlobStore
+from agentledger.worker.keys import effect_key, intent_hash
+from agentledger.worker.killswitch import KILL_POINTS, KillSwitch
+from agentledger.worker.ledger import Ledger
+from agentledger.worker.payloads import Payloads
+from agentledger.worker.run import Run
+from agentledger.worker.settings import WorkerSettings
+from agentledger.worker.spec import Check, EffectResult, Limits, Metered, RunSpec
+from agentledger.worker.step import Step
+
+__all__ = [
+    "KILL_POINTS",
+    "BlobRef",
+    "BlobStore",
+    "Check",
+    "EffectResult",
+    "FileBlobStore",
+    "KillSwitch",
+    "Ledger",
+    "Limits",
+    "MemoryBlobStore",
+    "Metered",
+    "Payloads",
+    "Run",
+    "RunSpec",
+    "Step",
+    "WorkerSettings",
+    "effect_key",
+    "intent_hash",
+]

@@ -1,0 +1,45 @@
+"""Deterministic idempotency keys and approval intent hashes (invariants 2 and 8)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+
+from agentledger.providers.hashing import canonical_json, sha256_hex
+
+#: Effect and activity names travel inside idempotency keys: keep them short and plain.
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
+KEY_VERSION = "al1"
+
+
+def check_name(what: str, name: str) -> str:
+    """Return ``name`` if it is a valid step/activity/effect name, else raise ValueError."""
+    if not NAME_PATTERN.fullmatch(name):
+        msg = f"{what} name {name!r} must match {NAME_PATTERN.pattern} (e.g. 'refund')"
+        raise ValueError(msg)
+    return name
+
+
+def effect_key(run_id: str, step: int, effect: str, ordinal: int) -> str:
+    """The idempotency key of the ``ordinal``-th effect (0-based) of ``step`` in ``run_id``.
+
+    Never change it: providers remember keys forever, so a different derivation would make a
+    resumed run send a second, different key for an effect that already happened. The key is a
+    pure function of (run, step, effect name, ordinal in step) — never random, never of the
+    attempt — so every attempt and every resume of a step sends the same key for the same effect.
+    The readable prefix helps a person; the digest over all four parts makes it unique.
+    """
+    check_name("effect", effect)
+    if step < 0 or ordinal < 0:
+        msg = f"step ({step}) and ordinal ({ordinal}) are 0-based"
+        raise ValueError(msg)
+    digest = hashlib.sha256(
+        canonical_json({"effect": effect, "ordinal": ordinal, "run": run_id, "step": step})
+    ).hexdigest()
+    return f"{KEY_VERSION}-{effect}-s{step}-o{ordinal}-{digest[:32]}"
+
+
+def intent_hash(intent: Mapping[str, object]) -> str:
+    """The hash an approval is bound to: sha256 of the canonical JSON of what is approved."""
+    return sha256_hex(intent)

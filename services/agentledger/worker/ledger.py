@@ -1,0 +1,128 @@
+"""The Ledger: what an agent author constructs once per worker and opens runs with."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+
+from agentledger.bus.port import EventLog
+from agentledger.events.models import now_ms
+from agentledger.leases import LeaseStore
+from agentledger.providers.protocol import Provider
+from agentledger.views.store import ViewReader
+from agentledger.worker.blobs import FileBlobStore
+from agentledger.worker.killswitch import KillSwitch
+from agentledger.worker.opening import open_session
+from agentledger.worker.payloads import Payloads
+from agentledger.worker.run import Run
+from agentledger.worker.session import RunSession, Services
+from agentledger.worker.settings import WorkerSettings, default_worker_id
+from agentledger.worker.spec import RunSpec
+from agentledger.worker.versions import Policy
+
+
+class Ledger:
+    """Opens runs against an event log, a lease store and named providers.
+
+    The ledger does not own its ports: open and close them around it (``async with``).
+    """
+
+    def __init__(
+        self,
+        *,
+        log: EventLog,
+        leases: LeaseStore,
+        providers: Mapping[str, Provider],
+        views: ViewReader | None = None,
+        payloads: Payloads | None = None,
+        kill_switch: KillSwitch | None = None,
+        worker_id: str | None = None,
+        lease_ttl_ms: int = 15_000,
+        barrier_s: float = 2.0,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.services = Services(
+            log=log,
+            leases=leases,
+            providers=dict(providers),
+            payloads=payloads or Payloads(),
+            kill=kill_switch or KillSwitch(),
+            clock=clock,
+            worker_id=worker_id or default_worker_id(),
+            lease_ttl_ms=lease_ttl_ms,
+            views=views,
+            barrier_s=barrier_s,
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: WorkerSettings,
+        *,
+        log: EventLog,
+        leases: LeaseStore,
+        providers: Mapping[str, Provider],
+        views: ViewReader | None = None,
+    ) -> Ledger:
+        """A ledger with the worker id, lease ttl, barrier, blob store and kill switch of
+        ``settings``."""
+        blobs = FileBlobStore(settings.blob_dir) if settings.blob_dir is not None else None
+        return cls(
+            log=log,
+            leases=leases,
+            providers=providers,
+            views=views,
+            payloads=Payloads(blobs=blobs, threshold=settings.blob_threshold_bytes),
+            kill_switch=KillSwitch(settings.kill_point, settings.kill_hit),
+            worker_id=settings.worker_id,
+            lease_ttl_ms=settings.lease_ttl_ms,
+            barrier_s=settings.resume_barrier_s,
+        )
+
+    @property
+    def worker_id(self) -> str:
+        """The id stamped on every event this ledger writes."""
+        return self.services.worker_id
+
+    @asynccontextmanager
+    async def run(
+        self, spec: RunSpec, *, on_version_drift: Policy | None = None
+    ) -> AsyncIterator[Run]:
+        """Start ``spec.run_id`` or resume it where it stopped; finished runs open read-only.
+
+        On a clean exit, a run whose whole plan is checkpointed is finished (succeeded, with
+        the last step's result) unless :meth:`Run.finish` was called. An exception leaves the
+        run resumable and releases the lease; a crash (a BaseException such as cancellation
+        or a simulated kill) writes nothing more and leaves the lease to expire.
+        """
+        session = await open_session(self.services, spec, on_version_drift=on_version_drift)
+        crashed = False
+        try:
+            yield Run(session)
+            await _finish_if_done(session)
+        except BaseException as e:
+            crashed = not isinstance(e, Exception)
+            raise
+        finally:
+            await _close(session, release=not crashed)
+
+
+async def _finish_if_done(session: RunSession) -> None:
+    view = session.view
+    if session.writer is None or session.finished or view.status == "paused":
+        return
+    if view.cursor >= len(view.plan) and session.writer.broken is None:
+        await Run(session).finish(session.last_result)
+    elif session.writer.pending and session.writer.broken is None:
+        await session.writer.flush()
+
+
+async def _close(session: RunSession, *, release: bool) -> None:
+    """Stop renewing the lease; release it unless the run crashed or the lease was lost."""
+    keeper = session.keeper
+    if keeper is None:
+        return
+    lost = keeper.lost.is_set()
+    await keeper.stop()
+    if release and not lost:
+        await session.services.leases.release(keeper.lease)

@@ -1,0 +1,216 @@
+"""Opening a run: start it, or resume it in the order that keeps every invariant.
+
+Resume order: load the view behind the barrier; check versions (a refusal touches nothing);
+re-validate a pending approval; take the lease with ``floor`` = the view's fence (so the new
+fence beats every fence in the log even after Redis was wiped); write RunResumed first; then
+resolve every open intent through ``provider.lookup`` before any step runs.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from agentledger.errors import ApprovalError, RunError, RunPausedError, VersionDriftError
+from agentledger.events.models import (
+    FINISHED_STATUSES,
+    Alert,
+    PlanRevised,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+)
+from agentledger.leasing import LeaseKeeper
+from agentledger.views import RunView
+from agentledger.worker import approvals, versions
+from agentledger.worker.effects import resolve_open
+from agentledger.worker.loader import load_view
+from agentledger.worker.session import RunSession, Services
+from agentledger.worker.spec import RunSpec
+from agentledger.worker.versions import Policy
+from agentledger.worker.writer import RunWriter
+
+_log = structlog.get_logger("agentledger.worker")
+
+
+async def open_session(
+    services: Services, spec: RunSpec, *, on_version_drift: Policy | None = None
+) -> RunSession:
+    """Start or resume ``spec.run_id``; a finished run opens read-only."""
+    loaded = await load_view(
+        services.log, spec.run_id, reader=services.views, barrier_s=services.barrier_s
+    )
+    view = loaded.view
+    if view.status in FINISHED_STATUSES:
+        return RunSession(services, spec, view, writer=None, keeper=None, source=loaded.source)
+    if view.status == "new":
+        return await _start(services, spec, view)
+    return await _resume(services, spec, view, loaded.source, on_version_drift)
+
+
+async def _take(services: Services, view: RunView) -> tuple[RunWriter, LeaseKeeper]:
+    """Acquire the lease above every fence the log has seen, and keep it renewed."""
+    lease = await services.leases.acquire(
+        view.run_id, services.worker_id, services.lease_ttl_ms, floor=view.fence
+    )
+    keeper = LeaseKeeper(services.leases, lease, services.lease_ttl_ms, release_on_exit=False)
+    await keeper.__aenter__()
+    writer = RunWriter(
+        services.log,
+        view,
+        fence=lease.fence,
+        worker_id=services.worker_id,
+        clock=services.clock,
+        before_publish=keeper.ensure_held,
+    )
+    return writer, keeper
+
+
+async def _start(services: Services, spec: RunSpec, view: RunView) -> RunSession:
+    """A new run: RunStarted is queued and commits with the first step's first write."""
+    writer, keeper = await _take(services, view)
+    limits = spec.limits
+    writer.append(
+        RunStarted,
+        agent=spec.agent,
+        plan=list(spec.plan),
+        input_json=services.payloads.inline(spec.input),
+        code_version=spec.versions.code,
+        prompt_version=spec.versions.prompt,
+        tool_schema_version=spec.versions.tool_schema,
+        model_version=spec.versions.model,
+        version_policy=spec.version_policy,
+        generation=spec.generation,
+        max_tokens=limits.tokens,
+        max_usd=limits.usd,
+        max_steps=limits.steps,
+        max_consecutive_errors=limits.consecutive_errors,
+        deadline_at=limits.deadline_at,
+    )
+    return RunSession(services, spec, view, writer=writer, keeper=keeper, source="new")
+
+
+async def _refuse(services: Services, view: RunView, code: str, summary: str) -> None:
+    """Publish an alert about a run this worker will not touch (no lease, no run event)."""
+    await services.log.publish(
+        [
+            Alert(
+                alert_id=f"{code}:{view.run_id}:",
+                code=code,
+                severity="warning",
+                source="worker",
+                run_id=view.run_id,
+                worker_id=services.worker_id,
+                summary=services.payloads.text(summary),
+                occurred_at=services.clock(),
+            )
+        ]
+    )
+
+
+async def _resume(
+    services: Services,
+    spec: RunSpec,
+    view: RunView,
+    source: str,
+    on_version_drift: Policy | None,
+) -> RunSession:
+    run_id = spec.run_id
+    if view.agent and view.agent != spec.agent:
+        msg = f"the run belongs to agent {view.agent!r}, not {spec.agent!r}"
+        raise RunError(msg, run_id=run_id)
+    policy = on_version_drift or view.version_policy
+    decision = versions.decide(view.versions, spec.versions, policy)
+    if decision.refused:
+        what = versions.describe(decision.changes)
+        summary = f"run {run_id} refused to resume under other versions: {what}"
+        await _refuse(services, view, "version_drift", summary)
+        raise VersionDriftError(
+            f"started under other versions ({what}); policy {policy!r} refuses to resume it "
+            "(resume with on_version_drift='continue' or 'replan' to override)",
+            run_id=run_id,
+        )
+    verdict = _approval_verdict(services, view)
+    if verdict is not None and verdict.status == "pending":
+        step = view.pause.step if view.pause is not None else None
+        raise RunPausedError(
+            "still waiting for approval", run_id=run_id, reason="approval", step=step
+        )
+    if verdict is not None and verdict.status not in {"approved", "rejected"}:
+        summary = f"run {run_id}: approval refused on resume ({verdict.reason})"
+        await _refuse(services, view, f"approval_{verdict.status}", summary)
+        raise ApprovalError(f"approval refused on resume: {verdict.reason}", run_id=run_id)
+    writer, keeper = await _take(services, view)
+    session = RunSession(services, spec, view, writer=writer, keeper=keeper, source=source)
+    try:
+        await _claim(session, view, decision, verdict)
+    except BaseException:
+        await keeper.stop()
+        await services.leases.release(keeper.lease)
+        raise
+    return session
+
+
+def _approval_verdict(services: Services, view: RunView) -> approvals.ApprovalVerdict | None:
+    """Re-validate the approval a paused run waits for (None when it waits for none)."""
+    pause = view.pause
+    if view.status != "paused" or pause is None or pause.reason != "approval":
+        return None
+    if pause.intent_hash is None:
+        return None
+    return approvals.validate(
+        view.approvals,
+        generation=view.generation,
+        intent_hash=pause.intent_hash,
+        now=services.clock(),
+        asked_expires_at=pause.expires_at,
+    )
+
+
+async def _claim(
+    session: RunSession,
+    before: RunView,
+    decision: versions.VersionDecision,
+    verdict: approvals.ApprovalVerdict | None,
+) -> None:
+    """RunResumed first, then the re-plan, a rejection, and every open intent resolved."""
+    writer = session.writable()
+    spec = session.spec
+    # ``before`` is the writer's view, folded in place: read what we need before appending
+    pause = before.pause
+    open_effects = before.open_effects()
+    previous_fence, cursor, plan_version = before.fence, before.cursor, before.plan_version
+    writer.append(
+        RunResumed,
+        previous_fence=previous_fence,
+        reason=f"resumed at step {cursor}"
+        + (f" after pause ({pause.reason})" if pause is not None else ""),
+        code_version=spec.versions.code,
+        prompt_version=spec.versions.prompt,
+        tool_schema_version=spec.versions.tool_schema,
+        model_version=spec.versions.model,
+        policy_applied=decision.policy,
+    )
+    if decision.policy == "replan":
+        writer.append(
+            PlanRevised,
+            plan=list(spec.plan),
+            plan_version=plan_version + 1,
+            from_step=cursor,
+            reason=f"versions changed: {versions.describe(decision.changes)}",
+        )
+    if verdict is not None and verdict.status == "rejected":
+        reason = session.services.payloads.text(verdict.reason)
+        writer.append(RunFinished, status="rejected", error=reason)
+        await writer.flush()
+        raise ApprovalError(f"the approval was rejected: {verdict.reason}", run_id=spec.run_id)
+    for effect in open_effects:
+        await resolve_open(session, effect)
+    await writer.flush()
+    _log.info(
+        "run_resumed",
+        run_id=spec.run_id,
+        cursor=cursor,
+        fence=writer.fence,
+        resolved=len(open_effects),
+        source=session.source,
+    )

@@ -1,0 +1,279 @@
+"""The run an agent author walks: steps checkpointed only after acceptance (invariant 1)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agentledger.errors import (
+    AgentLedgerError,
+    ApprovalError,
+    BudgetExceededError,
+    EffectUnknownError,
+    IdentityMismatchError,
+    PublishError,
+    ReplayMismatchError,
+    RunClosedError,
+    RunError,
+    RunPausedError,
+    StaleFenceError,
+    StepRejectedError,
+    VersionDriftError,
+)
+from agentledger.events.models import (
+    AcceptanceEvaluated,
+    PlanRevised,
+    RunFinished,
+    StepCheckpointed,
+    StepRejected,
+    StepStarted,
+)
+from agentledger.views import RunView
+from agentledger.worker import budget
+from agentledger.worker.keys import check_name
+from agentledger.worker.replay import check_step
+from agentledger.worker.session import RunSession
+from agentledger.worker.spec import Check
+from agentledger.worker.step import Step
+
+StepBody = Callable[[Step], Awaitable[Any]]
+AcceptResult = bool | Check | Sequence[Check]
+Accept = Callable[[Any], AcceptResult | Awaitable[AcceptResult]]
+
+#: Errors that already wrote what they had to (pause, finish, nothing) and end the step as is.
+_TERMINAL: tuple[type[AgentLedgerError], ...] = (
+    BudgetExceededError,
+    EffectUnknownError,
+    IdentityMismatchError,
+    RunPausedError,
+    ApprovalError,
+    StaleFenceError,
+    ReplayMismatchError,
+    VersionDriftError,
+    RunClosedError,
+    PublishError,
+)
+
+
+async def _evaluate(accept: Accept | None, value: Any) -> list[Check]:
+    """Run the acceptance check; no check means one passing ``completed`` check."""
+    if accept is None:
+        return [Check("completed", passed=True)]
+    outcome = accept(value)
+    if inspect.isawaitable(outcome):
+        outcome = await outcome
+    if isinstance(outcome, bool):
+        return [Check("accept", passed=outcome)]
+    if isinstance(outcome, Check):
+        return [outcome]
+    checks = list(outcome)
+    if not checks:
+        return [Check("accept", passed=False, detail="the check returned no result")]
+    return checks
+
+
+class Run:
+    """An open run. Call :meth:`step` for each step of the plan, in order.
+
+    A step already checkpointed returns its recorded result without running; a step whose
+    attempt crashed continues that attempt (recorded activities reused, effects never
+    repeated); any other step runs a new attempt. Values returned are always the recorded ones.
+    """
+
+    def __init__(self, session: RunSession) -> None:
+        self._session = session
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self._session.run_id
+
+    @property
+    def view(self) -> RunView:
+        """The run's resume view as this writer knows it (do not modify)."""
+        return self._session.view
+
+    @property
+    def status(self) -> str:
+        """running, paused, succeeded, failed, rejected, budget_exceeded or cancelled."""
+        return self._session.view.status
+
+    @property
+    def resumed_from(self) -> str:
+        """Where the view came from: ``new``, ``views`` (Redis) or ``log`` (Kafka fold)."""
+        return self._session.source
+
+    @property
+    def commits(self) -> int:
+        """Transactions this handle committed (for measurements)."""
+        writer = self._session.writer
+        return writer.commits if writer is not None else 0
+
+    async def result(self) -> Any:
+        """The recorded final result (None until finished)."""
+        view = self._session.view
+        return await self._session.services.payloads.decode(view.result_json, None, None)
+
+    async def step(
+        self, name: str, body: StepBody, *, accept: Accept | None = None, attempts: int = 1
+    ) -> Any:
+        """Run (or replay) the next step; return its recorded result.
+
+        The result is checkpointed only when every check of ``accept`` passes; a failed check
+        writes StepRejected (cursor unchanged) and tries again, up to ``attempts`` attempts,
+        then raises StepRejectedError. An error in ``body`` writes StepRejected and propagates.
+        """
+        session = self._session
+        check_name("step", name)
+        if session.in_step:
+            raise RunError("steps cannot be nested", run_id=self.run_id)
+        index = session.next_index
+        check_step(session.view, index, name)
+        recorded = session.view.steps.get(index)
+        if recorded is not None and recorded.status == "checkpointed":
+            session.next_index += 1
+            value = await session.services.payloads.decode(
+                recorded.result_json, recorded.result_ref_uri, recorded.result_ref_hash
+            )
+            session.last_result = value
+            return value
+        session.in_step = True
+        try:
+            return await self._attempts(index, name, body, accept, attempts)
+        finally:
+            session.in_step = False
+
+    async def _attempts(
+        self, index: int, name: str, body: StepBody, accept: Accept | None, attempts: int
+    ) -> Any:
+        session = self._session
+        reasons: list[str] = []
+        for _ in range(max(attempts, 1)):
+            value, reason = await self._attempt(index, name, body, accept)
+            if reason is None:
+                session.next_index += 1
+                session.last_result = value
+                return value
+            reasons.append(reason)
+        msg = f"step {name!r} failed acceptance in {len(reasons)} attempt(s): {reasons[-1]}"
+        raise StepRejectedError(msg, run_id=self.run_id, step=index)
+
+    def _begin(self, index: int, name: str) -> int:
+        """Continue the crashed attempt of this step, or start a new one; return its number."""
+        session = self._session
+        writer = session.writable()
+        recorded = session.view.steps.get(index)
+        if recorded is not None and recorded.status == "started" and recorded.attempts > 0:
+            return recorded.attempt
+        attempt = recorded.attempt + 1 if recorded is not None else 1
+        writer.append(StepStarted, step=index, step_name=name, attempt=attempt)
+        return attempt
+
+    async def _attempt(
+        self, index: int, name: str, body: StepBody, accept: Accept | None
+    ) -> tuple[Any, str | None]:
+        """One attempt: body, acceptance, then checkpoint or rejection in one commit."""
+        session = self._session
+        payloads = session.services.payloads
+        recorded = session.view.steps.get(index)
+        continuing = recorded is not None and recorded.status == "started"
+        overrun = (
+            budget.before_spending(session.view.budget, session.now())
+            if continuing
+            else budget.before_attempt(session.view.budget, session.now())
+        )
+        if overrun is not None:
+            raise await session.exceed(overrun, index)
+        attempt = self._begin(index, name)
+        writer = session.writable()
+        session.kill_point("step")
+        step = Step(session, index, name, attempt)
+        try:
+            raw = await body(step)
+            encoded = await payloads.encode(raw)
+            value = await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
+            checks = await _evaluate(accept, value)
+        except _TERMINAL:
+            raise
+        except Exception as e:
+            reason = payloads.text(f"{type(e).__name__}: {e}")
+            writer.append(StepRejected, step=index, step_name=name, attempt=attempt, reason=reason)
+            session.ensure_lease()
+            await writer.flush()
+            step.log.warning("step_failed", error=reason)
+            raise
+        for check in checks:
+            writer.append(
+                AcceptanceEvaluated,
+                step=index,
+                attempt=attempt,
+                check=payloads.text(check.name),
+                passed=check.passed,
+                detail=payloads.text(check.detail),
+            )
+        failed = [c for c in checks if not c.passed]
+        if failed:
+            reason = "failed checks: " + ", ".join(
+                f"{c.name} ({c.detail})" if c.detail else c.name for c in failed
+            )
+            writer.append(
+                StepRejected,
+                step=index,
+                step_name=name,
+                attempt=attempt,
+                reason=payloads.text(reason),
+                result_json=encoded.json,
+            )
+            session.ensure_lease()
+            await writer.flush()
+            step.log.info("step_rejected", reason=reason)
+            return None, reason
+        session.kill_point("before_checkpoint")
+        writer.append(
+            StepCheckpointed,
+            step=index,
+            step_name=name,
+            attempt=attempt,
+            result_json=encoded.json,
+            result_ref_uri=encoded.ref_uri,
+            result_ref_hash=encoded.ref_hash,
+        )
+        session.ensure_lease()
+        await writer.flush()
+        session.kill_point("after_checkpoint")
+        step.log.debug("step_checkpointed")
+        return value, None
+
+    async def revise_plan(self, plan: Sequence[str], reason: str) -> None:
+        """Replace the plan from the current step on (PlanRevised); earlier steps keep theirs."""
+        session = self._session
+        for name in plan:
+            check_name("step", name)
+        writer = session.writable()
+        writer.append(
+            PlanRevised,
+            plan=list(plan),
+            plan_version=session.view.plan_version + 1,
+            from_step=session.next_index,
+            reason=session.services.payloads.text(reason),
+        )
+        await writer.flush()
+
+    async def finish(self, result: Any = None) -> None:
+        """Record the run as succeeded with ``result`` (idempotent once finished)."""
+        session = self._session
+        if session.finished:
+            return
+        writer = session.writable()
+        result_json = session.services.payloads.inline(result)
+        writer.append(RunFinished, status="succeeded", result_json=result_json)
+        session.ensure_lease()
+        await writer.flush()
+
+    async def fail(self, error: str) -> None:
+        """Record the run as failed for good (no resume will continue it)."""
+        session = self._session
+        writer = session.writable()
+        writer.append(RunFinished, status="failed", error=session.services.payloads.text(error))
+        await writer.flush()

@@ -1,0 +1,51 @@
+"""WorkerSettings: the one settings class of a worker process, built in the CLI and passed down."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from agentledger.providers.settings import ProviderSettings
+from agentledger.worker.killswitch import ANY, KILL_POINTS
+
+
+def default_worker_id() -> str:
+    """``host-pid-random``: unique per process, readable in alerts."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class WorkerSettings(ProviderSettings):
+    """Where the worker writes, how it holds leases and resumes (env ``AGENTLEDGER_*``)."""
+
+    worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
+    lease_ttl_ms: int = Field(
+        default=15_000, ge=100, description="a dead worker's runs can be taken over after this"
+    )
+    resume_barrier_s: float = Field(
+        default=2.0,
+        ge=0,
+        le=600,
+        description="how long a resume waits for the projector before folding Kafka itself",
+    )
+    blob_dir: Path | None = Field(
+        default=None, description="store large payloads as files here (unset = always inline)"
+    )
+    blob_threshold_bytes: int = Field(default=64 * 1024, ge=1)
+    kill_point: str | None = Field(
+        default=None, description="chaos only: SIGKILL this process at this SDK kill point"
+    )
+    kill_hit: int = Field(default=1, ge=1, description="chaos only: at the n-th time it is reached")
+
+    @model_validator(mode="after")
+    def _known_kill_point(self) -> WorkerSettings:
+        if self.kill_point is not None and self.kill_point not in (*KILL_POINTS, ANY):
+            msg = (
+                f"AGENTLEDGER_KILL_POINT={self.kill_point!r}: use one of "
+                f"{', '.join((*KILL_POINTS, ANY))}"
+            )
+            raise ValueError(msg)
+        return self

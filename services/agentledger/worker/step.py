@@ -1,0 +1,185 @@
+"""Inside a step: recorded activities, effects with idempotency keys, and approval gates."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from agentledger.errors import ApprovalError, RunPausedError
+from agentledger.events.models import ActivityRecorded, RunFinished
+from agentledger.providers.hashing import sha256_hex
+from agentledger.providers.protocol import EffectRequest
+from agentledger.views import Approval, StepView
+from agentledger.worker import approvals
+from agentledger.worker.effects import perform_effect
+from agentledger.worker.keys import check_name, intent_hash
+from agentledger.worker.replay import check_activity
+from agentledger.worker.session import RunSession
+from agentledger.worker.spec import EffectResult, Metered
+
+ActivityFn = Callable[[], Awaitable[Any]]
+
+
+class Step:
+    """One attempt at one step; hand it to the step body. Calls must be sequential."""
+
+    def __init__(self, session: RunSession, index: int, name: str, attempt: int) -> None:
+        self._session = session
+        self.index = index
+        self.name = name
+        self.attempt = attempt
+        self._activities = 0
+        self._effects = 0
+        self.log = session.log.bind(step=index, step_name=name, attempt=attempt)
+
+    @property
+    def run_id(self) -> str:
+        """The run this step belongs to."""
+        return self._session.run_id
+
+    def _recorded(self) -> StepView | None:
+        step = self._session.view.steps.get(self.index)
+        return step if step is not None and step.attempt == self.attempt else None
+
+    async def activity(
+        self, name: str, fn: ActivityFn, *, kind: str = "model", durable: bool = True
+    ) -> Any:
+        """Run ``fn`` once per attempt and record its result and cost (return a :class:`Metered`
+        to charge tokens/dollars). A resumed attempt gets the recorded result, ``fn`` is not run.
+
+        ``durable=True`` (default) commits the record at once, so a crash later in the step
+        reuses it; ``durable=False`` lets it ride with the step's next commit (one commit fewer;
+        a crash before that commit runs ``fn`` again).
+        """
+        return await self._record(name, fn, kind=kind, durable=durable, source_uri=None)
+
+    async def read(self, name: str, uri: str, fn: ActivityFn, *, durable: bool = True) -> Any:
+        """Read a mutable source once per attempt, recording provenance (uri, sha256, time)."""
+        return await self._record(name, fn, kind="read", durable=durable, source_uri=uri)
+
+    async def _record(
+        self, name: str, fn: ActivityFn, *, kind: str, durable: bool, source_uri: str | None
+    ) -> Any:
+        check_name("activity", name)
+        session = self._session
+        ordinal = self._activities
+        self._activities += 1
+        recorded = self._recorded()
+        if recorded is not None:
+            check_activity(self.run_id, recorded, ordinal, name)
+            done = recorded.activities.get(ordinal)
+            if done is not None:
+                return await session.services.payloads.decode(
+                    done.result_json, done.result_ref_uri, done.result_ref_hash
+                )
+        await session.check_spending(self.index)
+        raw = await fn()
+        value, tokens, usd = (
+            (raw.value, raw.tokens, raw.usd) if isinstance(raw, Metered) else (raw, 0, 0.0)
+        )
+        session.kill_point("mid_activity")
+        payloads = session.services.payloads
+        encoded = await payloads.encode(value)
+        writer = session.writable()
+        provenance: dict[str, Any] = {}
+        if source_uri is not None:
+            provenance = {
+                "source_uri": payloads.text(source_uri),
+                "content_hash": sha256_hex(payloads.redactor.json(value)),
+                "read_at": session.now(),
+            }
+        writer.append(
+            ActivityRecorded,
+            step=self.index,
+            attempt=self.attempt,
+            ordinal=ordinal,
+            name=name,
+            kind=kind,
+            result_json=encoded.json,
+            result_ref_uri=encoded.ref_uri,
+            result_ref_hash=encoded.ref_hash,
+            tokens=tokens,
+            usd=usd,
+            **provenance,
+        )
+        if durable:
+            session.ensure_lease()
+            await writer.flush()
+        await session.check_spent(self.index)
+        return await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
+
+    async def effect(
+        self, name: str, request: EffectRequest, *, provider: str | None = None
+    ) -> EffectResult:
+        """Perform an effect at most once, under the key of (run, step, ``name``, ordinal).
+
+        Returns the recorded outcome without sending when an earlier attempt or process
+        performed it. Raises EffectUnknownError (run paused) when the provider cannot tell,
+        IdentityMismatchError (run paused, alert) when a retry changed identity fields, and
+        EffectFailedError when the provider refused the request.
+        """
+        ordinal = self._effects
+        self._effects += 1
+        return await perform_effect(
+            self._session,
+            step=self.index,
+            ordinal=ordinal,
+            name=name,
+            request=request,
+            provider_name=provider,
+        )
+
+    async def approval(
+        self,
+        intent: Mapping[str, Any],
+        *,
+        ask: str,
+        approver: str = "",
+        expires_at: int | None = None,
+    ) -> Approval:
+        """Go ahead only with a valid approval of ``intent`` for this run's generation.
+
+        Without one, the run pauses (RunPausedError, reason ``approval``) until somebody
+        records ApprovalDecided; a rejection finishes the run as rejected (ApprovalError); an
+        expired, revoked or foreign approval is refused with an alert and asked for again.
+        """
+        session = self._session
+        wanted = intent_hash(intent)
+        view = session.view
+        verdict = approvals.validate(
+            view.approvals,
+            generation=view.generation,
+            intent_hash=wanted,
+            now=session.now(),
+            asked_expires_at=expires_at,
+        )
+        if verdict.usable and verdict.approval is not None:
+            return verdict.approval
+        writer = session.writable()
+        if verdict.status == "rejected":
+            writer.append(RunFinished, status="rejected", error=verdict.reason)
+            await writer.flush()
+            raise ApprovalError(verdict.reason, run_id=self.run_id, step=self.index)
+        payload = {"ask": ask, "approver": approver, "intent": intent}
+        session.pause(
+            "approval", step=self.index, payload=payload, intent_hash=wanted, expires_at=expires_at
+        )
+        if verdict.status == "pending":
+            await writer.flush()
+            raise RunPausedError(
+                f"waiting for approval: {ask}",
+                run_id=self.run_id,
+                reason="approval",
+                step=self.index,
+            )
+        writer.alert(
+            f"approval_{verdict.status}",
+            f"run {self.run_id} step {self.index}: approval refused ({verdict.reason})",
+            severity="warning",
+            step=self.index,
+            action="approve the intent again for the current generation",
+        )
+        await writer.flush()
+        raise ApprovalError(
+            f"approval refused: {verdict.reason}", run_id=self.run_id, step=self.index
+        )

@@ -1,0 +1,119 @@
+"""The run's writer: stamps the envelope, folds its own events, and publishes them in batches.
+
+Events are appended to a pending batch (and folded into the writer's view at once, with the
+same pure fold the projector uses); :meth:`RunWriter.flush` publishes the batch in one
+transaction. If a publish fails the writer is broken: its view may be ahead of the log, so the
+run must be reopened (resumed) from the log, never continued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from agentledger.bus.port import EventLog
+from agentledger.errors import RunClosedError
+from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
+from agentledger.views import Admission, RunView, admit, apply_event
+
+E = TypeVar("E", bound=RunEvent)
+
+
+class RunWriter:
+    """Appends events of one run with gapless ``seq`` (``applied_seq + 1``) under one fence."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        view: RunView,
+        *,
+        fence: int,
+        worker_id: str,
+        clock: Callable[[], int] = now_ms,
+        before_publish: Callable[[], None] | None = None,
+    ) -> None:
+        self.log = log
+        self.view = view
+        self.fence = fence
+        self.worker_id = worker_id
+        self._clock = clock
+        self._before_publish = before_publish
+        self.pending: list[Event] = []
+        self.broken: BaseException | None = None
+        self.commits = 0
+        self.events_written = 0
+
+    def append(self, cls: type[E], **fields: Any) -> E:
+        """Build the next event of the run, fold it into the view, and queue it."""
+        self._check_usable()
+        event = cls(
+            run_id=self.view.run_id,
+            seq=self.view.applied_seq + 1,
+            fence=self.fence,
+            worker_id=self.worker_id,
+            occurred_at=self._clock(),
+            **fields,
+        )
+        verdict = admit(self.view, event)
+        if verdict is not Admission.APPLY:
+            msg = f"own event seq {event.seq} fence {self.fence} not admitted: {verdict.value}"
+            raise RunClosedError(msg, run_id=self.view.run_id)
+        apply_event(self.view, event)
+        self.pending.append(event)
+        return event
+
+    def alert(
+        self,
+        code: str,
+        summary: str,
+        *,
+        severity: Severity = "critical",
+        key: str | None = None,
+        **fields: Any,
+    ) -> Alert:
+        """Queue an Alert about this run (one open alert per code, run and key)."""
+        self._check_usable()
+        alert = Alert(
+            alert_id=f"{code}:{self.view.run_id}:{key or ''}",
+            code=code,
+            severity=severity,
+            summary=summary,
+            source="worker",
+            run_id=self.view.run_id,
+            idempotency_key=key,
+            worker_id=self.worker_id,
+            occurred_at=self._clock(),
+            **fields,
+        )
+        self.pending.append(alert)
+        return alert
+
+    async def flush(self) -> None:
+        """Publish the pending batch in one transaction (no-op when empty)."""
+        self._check_usable()
+        if not self.pending:
+            return
+        batch, self.pending = self.pending, []
+        try:
+            if self._before_publish is not None:
+                self._before_publish()
+            await self.log.publish(batch)
+        except BaseException as e:
+            self.broken = e
+            raise
+        self.commits += 1
+        self.events_written += len(batch)
+
+    async def publish(self, cls: type[E], **fields: Any) -> E:
+        """Append one event and flush it with everything pending."""
+        event = self.append(cls, **fields)
+        await self.flush()
+        return event
+
+    def _check_usable(self) -> None:
+        if self.broken is not None:
+            msg = (
+                f"an earlier publish failed ({type(self.broken).__name__}: {self.broken}); "
+                "reopen the run to resume it from the log"
+            )
+            raise RunClosedError(msg, run_id=self.view.run_id) from self.broken

@@ -1,0 +1,181 @@
+"""Redaction: known secret shapes never survive, ordinary data does (invariant 10)."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from agentledger.redaction import DEFAULT_REDACTOR, Redactor, Rule, luhn_ok
+
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+
+
+def _luhn_complete(body: str) -> str:
+    """Append the check digit that makes ``body`` pass Luhn."""
+    for digit in "0123456789":
+        if luhn_ok(body + digit):
+            return body + digit
+    raise AssertionError("unreachable")
+
+
+def _card(prefix: str, length: int, sep: str) -> str:
+    rest = "".join(str((i * 7 + 3) % 10) for i in range(length - len(prefix) - 1))
+    digits = _luhn_complete(prefix + rest)
+    return sep.join(digits[i : i + 4] for i in range(0, len(digits), 4))
+
+
+cards = st.builds(
+    lambda prefix, length, tail, sep: _card(prefix + tail, length, sep),
+    st.sampled_from(["4", "51", "55", "34", "37", "6011", "35", "2221"]),
+    st.integers(13, 19),
+    st.text("0123456789", max_size=3),
+    st.sampled_from(["", " ", "-"]),
+)
+secrets = st.one_of(
+    st.builds(lambda s: "sk-" + s, st.text(ALNUM + "_-", min_size=20, max_size=60)),
+    st.builds(lambda s: "sk-proj-" + s, st.text(ALNUM, min_size=20, max_size=60)),
+    st.builds(lambda s: "sk-ant-api03-" + s, st.text(ALNUM, min_size=20, max_size=60)),
+    st.builds(
+        lambda p, s: p + s,
+        st.sampled_from(["AKIA", "ASIA"]),
+        st.text(UPPER_DIGITS, min_size=16, max_size=16),
+    ),
+    st.builds(
+        lambda p, s: p + s,
+        st.sampled_from(["ghp_", "gho_", "ghs_"]),
+        st.text(ALNUM, min_size=36, max_size=36),
+    ),
+    st.builds(lambda s: "github_pat_" + s, st.text(ALNUM + "_", min_size=22, max_size=82)),
+    st.builds(
+        lambda p, s: p + s,
+        st.sampled_from(["xoxb-", "xoxp-", "xoxa-"]),
+        st.text(ALNUM + "-", min_size=10, max_size=50),
+    ),
+    st.builds(
+        lambda p, s: p + s,
+        st.sampled_from(["sk_live_", "rk_live_", "sk_test_"]),
+        st.text(ALNUM, min_size=24, max_size=99),
+    ),
+    st.builds(lambda s: "AIza" + s, st.text(ALNUM + "_-", min_size=35, max_size=35)),
+    st.builds(
+        lambda s: "-----BEGIN RSA PRIVATE KEY-----\n" + s + "\n-----END RSA PRIVATE KEY-----",
+        st.text(ALNUM + "+/=\n", min_size=10, max_size=200),
+    ),
+    st.builds(
+        lambda s: "-----BEGIN PRIVATE KEY-----\n" + s + "\n-----END PRIVATE KEY-----",
+        st.text(ALNUM + "+/=\n", min_size=10, max_size=200),
+    ),
+    cards,
+)
+# what surrounds a secret: anything, as long as the secret's left neighbour is not a letter or
+# digit (``xsk-…`` is not an OpenAI key) and its right neighbour is not a digit (card numbers)
+filler = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
+separators = st.sampled_from([" ", "\n", '"', "'", "=", ":", "(", ",", "\t", "<", "/"])
+
+
+@settings(max_examples=200)
+@given(filler, separators, secrets, separators, filler)
+def test_no_generated_secret_survives_in_text(
+    left: str, sep1: str, secret: str, sep2: str, right: str
+) -> None:
+    """Any covered secret shape embedded in arbitrary text is masked."""
+    text = left + sep1 + secret + sep2 + right
+    redacted = DEFAULT_REDACTOR.text(text)
+    core = secret.split("\n")[1] if secret.startswith("-----BEGIN") else secret
+    assume(core not in left + sep1 and core not in sep2 + right)  # the filler is not the secret
+    assert core not in redacted
+
+
+@settings(max_examples=200)
+@given(
+    secrets,
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+        ),
+        max_leaves=8,
+    ),
+)
+def test_no_generated_secret_survives_in_json(secret: str, noise: object) -> None:
+    """A secret anywhere in a JSON document (value, nested, list) is masked."""
+    doc = {"noise": noise, "nested": {"list": ["x", f"token={secret}"]}, "plain": secret}
+    redacted = DEFAULT_REDACTOR.json(doc)
+    redacted.pop("noise")  # the noise may contain the key body by chance; it is not the secret
+    core = secret.split("\n")[1] if secret.startswith("-----BEGIN") else secret
+    assert json.dumps(core)[1:-1] not in json.dumps(redacted)
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("Authorization: Bearer abcdef0123456789.xyz", "bearer_token"),
+        ("postgres://app:s3cr3t@db.internal:5432/app", "url_password"),
+        ("redis://:hunter2@cache:6379/0", "url_password"),
+        ("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sflKxwRJSMeKKF2QT4fwpM", "jwt"),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key",
+        ),
+        ("https://hooks.slack.com/services/T000/B000/XXXXXXXX", "slack_webhook"),
+    ],
+)
+def test_each_default_rule_masks_its_shape(text: str, rule: str) -> None:
+    """Every default rule recognises a realistic example of its shape."""
+    result = DEFAULT_REDACTOR.redact(text)
+    assert result.found.get(rule) == 1
+    assert f"[REDACTED:{rule}]" in result.value
+
+
+def test_url_password_keeps_user_and_host() -> None:
+    """Only the password of a URL is masked; user and host stay readable."""
+    out = DEFAULT_REDACTOR.text("postgres://app:p@ss@db:5432/x")
+    assert out == "postgres://app:[REDACTED:url_password]@db:5432/x"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "order 4111111111111112 is not a valid card (Luhn)",
+        "created_at 1700000000000 and micros 1700000000000000",
+        "task-abcdefghijklmnopqrstuvwxyz is a slug, not a key",
+        "a token of appreciation was given",
+        "refund 1200 EUR to customer 42",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    """Numbers that fail Luhn, timestamps, slugs and prose are not masked."""
+    assert DEFAULT_REDACTOR.text(text) == text
+
+
+def test_sensitive_keys_and_card_integers_are_masked() -> None:
+    """Values under password-like keys and integer card numbers are masked whatever they are."""
+    out = DEFAULT_REDACTOR.json(
+        {"Password": "correct horse", "api-key": 123, "card": 4242424242424242, "n": 7}
+    )
+    assert out == {
+        "Password": "[REDACTED:sensitive_key]",
+        "api-key": "[REDACTED:sensitive_key]",
+        "card": "[REDACTED:card_number]",
+        "n": 7,
+    }
+
+
+def test_rules_are_extensible() -> None:
+    """A project can add its own shapes to the defaults."""
+    mine = Redactor((*DEFAULT_REDACTOR.rules, Rule.of("internal", r"INT-[0-9]{6}")))
+    assert mine.text("ticket INT-123456") == "ticket [REDACTED:internal]"
+    assert DEFAULT_REDACTOR.text("ticket INT-123456") == "ticket INT-123456"
+
+
+def test_masks_contain_no_digits_so_rules_cannot_cascade() -> None:
+    """A mask never looks like a secret to a later rule."""
+    masked = DEFAULT_REDACTOR.text("sk-" + "a" * 30 + " 4242 4242 4242 4242")
+    assert masked == "[REDACTED:openai_key] [REDACTED:card_number]"
+    assert not re.search(r"\d", masked)
