@@ -82,8 +82,11 @@ class RunReader:
                         raise UnreachableError(
                             "Kafka",
                             self._bootstrap,
-                            f"reading run {run_id} did not reach the end offsets within "
-                            f"{self._read_timeout_ms} ms",
+                            f"reading run {run_id} did not reach offsets "
+                            f"{ {f'{tp.topic}[{tp.partition}]': ends[tp] for tp in remaining} } "
+                            f"within {self._read_timeout_ms} ms; an open transaction of a dead "
+                            "writer holds the last stable offset back until its transaction "
+                            "timeout (or until a writer with its transactional id restarts)",
                         )
                     batches = await consumer.getmany(*remaining, timeout_ms=FETCH_WAIT_MS)
                     for tp, records in batches.items():

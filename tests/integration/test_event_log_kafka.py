@@ -1,0 +1,108 @@
+"""What the Kafka event log adds to the contract: group commit, fencing, crash recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.bus.partitioning import run_key
+from agentledger.errors import ProducerFencedError, RunLogCorruptError, StaleFenceError
+from agentledger.events import EventCodec, StepStarted, TopicNames
+from agentledger.leasing import RedisLeaseStore
+from agentledger.settings import CommonSettings
+
+pytestmark = pytest.mark.integration
+
+
+def started(run: str, seq: int = 1, fence: int = 1) -> StepStarted:
+    """A minimal run event."""
+    return StepStarted(
+        run_id=run, seq=seq, fence=fence, worker_id="w", step=0, step_name="s", attempt=1
+    )
+
+
+async def test_concurrent_publishes_share_commits(ledger_settings: CommonSettings) -> None:
+    """Many runs publishing at once need fewer commits than publishes, and all land."""
+    async with KafkaEventLog(ledger_settings, transactional_id="group") as log:
+        events = {f"run-{i}": started(f"run-{i}") for i in range(40)}
+        await asyncio.gather(*(log.publish([event]) for event in events.values()))
+        assert log.stats.publishes == 40
+        assert log.stats.commits < 40
+        for run in list(events)[::9]:
+            assert await log.read_run(run) == [events[run]]
+
+
+async def test_restarted_writer_fences_its_predecessor(ledger_settings: CommonSettings) -> None:
+    """A second log with the same transactional id fences the first: its publish fails, typed."""
+    async with KafkaEventLog(ledger_settings, transactional_id="worker-1") as old:
+        await old.publish([started("r", seq=1)])
+        async with KafkaEventLog(ledger_settings, transactional_id="worker-1") as new:
+            with pytest.raises(ProducerFencedError):
+                await old.publish([started("r", seq=2)])
+            with pytest.raises(ProducerFencedError):
+                await old.publish([started("r", seq=3)])
+            await new.publish([started("r", seq=2, fence=2)])
+            assert [(e.seq, e.fence) for e in await new.read_run("r")] == [(1, 1), (2, 2)]
+
+
+async def test_restart_aborts_the_open_transaction_of_a_killed_writer(
+    ledger_settings: CommonSettings,
+) -> None:
+    """A writer that died mid-transaction blocks nothing once its successor starts: the open
+    transaction is aborted and its records are never read."""
+    topics = TopicNames(ledger_settings.topic_prefix)
+    codec = EventCodec()
+    dead = AIOKafkaProducer(
+        bootstrap_servers=ledger_settings.kafka_bootstrap,
+        transactional_id="worker-2",
+        enable_idempotence=True,
+        transaction_timeout_ms=120_000,  # the broker alone would keep it open for 2 minutes
+    )
+    await dead.start()
+    await dead.begin_transaction()
+    await dead.send_and_wait(topics.steps, codec.encode(started("r")), key=run_key("r"))
+    # Simulate SIGKILL: drop the connections without ending the transaction.
+    dead._sender._sender_task.cancel()
+    await dead.client.close()
+    # Reads give up after 5 s: only the successor's abort can unblock the partition in time.
+    impatient = ledger_settings.model_copy(update={"kafka_publish_timeout_ms": 5_000})
+    try:
+        async with KafkaEventLog(impatient, transactional_id="worker-2") as successor:
+            await successor.publish([started("r", seq=1, fence=2)])
+            assert [e.fence for e in await successor.read_run("r")] == [2]
+    finally:
+        await dead.stop()  # releases the dead producer's objects; it can no longer send anything
+
+
+async def test_redis_guard_rejects_a_zombie_on_the_real_broker(
+    ledger_settings: CommonSettings,
+) -> None:
+    """With the Redis lease store as guard, a taken-over run's old writer is refused."""
+    async with RedisLeaseStore.from_settings(ledger_settings) as leases:
+        old = await leases.acquire("r", "w-1", 60_000)
+        await leases.release(old)
+        new = await leases.acquire("r", "w-2", 60_000)
+        async with KafkaEventLog(ledger_settings, transactional_id="guarded", guard=leases) as log:
+            with pytest.raises(StaleFenceError):
+                await log.publish([started("r", fence=old.fence)])
+            await log.publish([started("r", fence=new.fence)])
+            assert [e.fence for e in await log.read_run("r")] == [new.fence]
+
+
+async def test_read_run_names_undecodable_records(ledger_settings: CommonSettings) -> None:
+    """A poison record keyed by the run makes read_run raise with its topic/partition/offset."""
+    topics = TopicNames(ledger_settings.topic_prefix)
+    producer = AIOKafkaProducer(bootstrap_servers=ledger_settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait(topics.effects, b"junk", key=run_key("r"))
+    finally:
+        await producer.stop()
+    async with KafkaEventLog(ledger_settings, transactional_id="reader") as log:
+        with pytest.raises(RunLogCorruptError) as err:
+            await log.read_run("r")
+    (bad,) = err.value.errors
+    assert (bad.topic, bad.partition, bad.offset) == (topics.effects, meta.partition, meta.offset)
