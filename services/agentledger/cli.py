@@ -29,6 +29,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentledger.stack.commands",
     "agentledger.bus.commands",
     "agentledger.providers.commands",
+    "agentledger.reconciler.commands",
+    "agentledger.projector.commands",
 )
 
 EXIT_ERROR = 2

@@ -16,6 +16,7 @@ from agentledger.alerts.retry import Backoff
 from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink
 from agentledger.alerts.store import MemoryAlertStore
 from agentledger.bus.port import EventPublisher
+from agentledger.errors import DecodeError
 from agentledger.events.models import Alert, DeadLettered, Event
 
 
@@ -187,3 +188,32 @@ async def test_relay_collapses_dead_letters_per_source_topic() -> None:
     [record] = await book.active()
     assert record.code == "deadletter.record"
     assert record.count == 3
+
+
+async def test_relay_dead_letters_an_undecodable_alert_record() -> None:
+    """A record on the alerts topic that cannot be decoded is moved to the dead letter, not lost."""
+
+    @dataclass(frozen=True)
+    class Raw:
+        topic: str = "x.alerts"
+        partition: int = 0
+        offset: int = 7
+        key: bytes | None = b"k"
+        value: bytes | None = b"garbage"
+        event: Event | None = None
+        error: DecodeError | None = None
+
+    class Out(EventPublisher):
+        def __init__(self) -> None:
+            self.events: list[Event] = []
+
+        async def publish(self, events: Sequence[Event]) -> None:
+            self.events.extend(events)
+
+    out = Out()
+    relay = AlertRelay([Counting()], MemoryDeliveryLedger(), publisher=out)
+    await relay.handle_record(Raw(error=DecodeError("not Avro", topic="x.alerts", offset=7)))
+    [dead] = out.events
+    assert isinstance(dead, DeadLettered)
+    assert (dead.source_topic, dead.source_offset, dead.value) == ("x.alerts", 7, b"garbage")
+    assert "not Avro" in dead.reason

@@ -22,15 +22,19 @@ class UndeliveredAlert(BaseModel):
 
 
 class DeliveryLedger(ABC):
-    """Per sink, the alert events already handled (delivered or dead-lettered)."""
+    """Per sink, which alert events are handled (delivered or dead-lettered) or being handled.
+
+    A relay claims an event before delivering it and marks it after: concurrent relays never
+    deliver one event twice, and a claim left by a crashed relay expires so the event is not lost.
+    """
 
     @abstractmethod
-    async def handled(self, sink: str, event_id: str) -> bool:
-        """True when ``sink`` already handled the event."""
+    async def claim(self, sink: str, event_id: str, ttl_s: int) -> bool:
+        """True when the caller may deliver: the event is neither handled nor claimed."""
 
     @abstractmethod
     async def mark(self, sink: str, event_id: str) -> None:
-        """Remember that ``sink`` handled the event."""
+        """Remember for good that ``sink`` handled the event."""
 
 
 class SinkDeadLetter(ABC):
@@ -46,18 +50,21 @@ class SinkDeadLetter(ABC):
 
 
 class MemoryDeliveryLedger(DeliveryLedger):
-    """A set, for unit tests."""
+    """A dict, for unit tests (claims never expire: there is no crash to recover from)."""
 
     def __init__(self) -> None:
-        self._seen: set[tuple[str, str]] = set()
+        self._state: dict[tuple[str, str], str] = {}
 
-    async def handled(self, sink: str, event_id: str) -> bool:
-        """True when marked."""
-        return (sink, event_id) in self._seen
+    async def claim(self, sink: str, event_id: str, ttl_s: int) -> bool:
+        """Claim unless claimed or handled."""
+        if (sink, event_id) in self._state:
+            return False
+        self._state[(sink, event_id)] = "claimed"
+        return True
 
     async def mark(self, sink: str, event_id: str) -> None:
-        """Mark."""
-        self._seen.add((sink, event_id))
+        """Mark handled."""
+        self._state[(sink, event_id)] = "done"
 
 
 class MemorySinkDeadLetter(SinkDeadLetter):

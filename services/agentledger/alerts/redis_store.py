@@ -104,17 +104,20 @@ class RedisDeliveryLedger(DeliveryLedger):
         self._prefix = f"{alerts_tag(key_prefix)}:handled:"
         self._ttl_s = ttl_s
 
-    async def handled(self, sink: str, event_id: str) -> bool:
-        """True when the mark exists."""
+    async def claim(self, sink: str, event_id: str, ttl_s: int) -> bool:
+        """SET NX with a short TTL: True for exactly one claimer while unhandled."""
         try:
-            return bool(await self._redis.exists(f"{self._prefix}{sink}:{event_id}"))
+            won = await self._redis.set(
+                f"{self._prefix}{sink}:{event_id}", b"claimed", nx=True, ex=max(ttl_s, 1)
+            )
         except RedisError as e:
             raise UnreachableError("alert delivery ledger", "redis", str(e)) from e
+        return bool(won)
 
     async def mark(self, sink: str, event_id: str) -> None:
-        """Set the mark with its TTL."""
+        """Replace the claim with a mark that lives as long as the alerts topic keeps events."""
         try:
-            await self._redis.set(f"{self._prefix}{sink}:{event_id}", b"1", ex=self._ttl_s)
+            await self._redis.set(f"{self._prefix}{sink}:{event_id}", b"done", ex=self._ttl_s)
         except RedisError as e:
             raise UnreachableError("alert delivery ledger", "redis", str(e)) from e
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -14,8 +13,8 @@ from agentledger.providers.settings import ProviderSettings
 
 
 def default_reconciler_id() -> str:
-    """A name unique to this process: host, pid and a random suffix."""
-    return f"reconciler-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    """A name unique to this process on this host (set it to keep it across restarts)."""
+    return f"reconciler-{socket.gethostname()}-{os.getpid()}"
 
 
 class ProviderPolicy(BaseModel):

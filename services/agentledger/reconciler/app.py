@@ -1,0 +1,134 @@
+"""Wiring the reconciler to Kafka, Redis and the providers, and running it as a service.
+
+:func:`open_reconciler` builds every adapter from settings (the local stack fills endpoints that
+are unset) and closes them in reverse order. :func:`serve` runs passes until stopped, with the
+alert relay feeding the sinks from the alerts and dead-letter topics alongside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+
+import structlog
+from redis.asyncio import Redis
+
+from agentledger.alerts.book import AlertBook
+from agentledger.alerts.redis_store import (
+    RedisAlertStore,
+    RedisDeliveryLedger,
+    RedisSinkDeadLetter,
+)
+from agentledger.alerts.relay import AlertRelay
+from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink
+from agentledger.bus.consumer import KafkaEventConsumer
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.errors import AgentLedgerError, ConfigurationError
+from agentledger.events.topics import topic_names
+from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.providers.protocol import Provider
+from agentledger.reconciler.providers import ProviderPool
+from agentledger.reconciler.service import Reconciler
+from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.stack.resolve import resolve_settings
+from agentledger.views.redis_store import RedisViewStore
+
+_log = structlog.get_logger(__name__)
+RELAY_RETRY_S = 5.0
+
+
+@dataclass
+class ReconcilerApp:
+    """The reconciler and everything it was built on."""
+
+    settings: ReconcilerSettings
+    reconciler: Reconciler
+    relay: AlertRelay
+    book: AlertBook
+    log: KafkaEventLog
+    views: RedisViewStore
+    leases: RedisLeaseStore
+    undelivered: RedisSinkDeadLetter
+
+
+@asynccontextmanager
+async def open_reconciler(
+    settings: ReconcilerSettings, *, adapters: Mapping[str, Provider] | None = None
+) -> AsyncIterator[ReconcilerApp]:
+    """Build the reconciler on Kafka and Redis; ``adapters`` override providers by name."""
+    settings = await resolve_settings(settings)
+    if settings.redis_url is None:
+        raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
+    async with AsyncExitStack() as stack:
+        redis = Redis.from_url(settings.redis_url)
+        stack.push_async_callback(redis.aclose)
+        leases = await stack.enter_async_context(RedisLeaseStore.from_settings(settings))
+        views = await stack.enter_async_context(
+            RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
+        )
+        log = await stack.enter_async_context(
+            KafkaEventLog(
+                settings,
+                transactional_id=f"{settings.topic_prefix}{settings.reconciler_id}",
+                guard=leases,
+            )
+        )
+        providers = await stack.enter_async_context(ProviderPool.from_settings(settings, adapters))
+        book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="reconciler")
+        undelivered = RedisSinkDeadLetter(redis, settings.key_prefix)
+        sinks: list[AlertSink] = [LogSink()] if settings.alerts_log else []
+        if settings.webhook_url is not None:
+            webhook = WebhookSink(
+                settings.webhook_url,
+                dead_letter=undelivered,
+                attempts=settings.webhook_attempts,
+                backoff=settings.webhook_backoff,
+                timeout_s=settings.webhook_timeout_s,
+            )
+            sinks.append(await stack.enter_async_context(webhook))
+        relay = AlertRelay(
+            sinks, RedisDeliveryLedger(redis, settings.key_prefix), book=book, publisher=log
+        )
+        reconciler = Reconciler(
+            settings, log=log, views=views, leases=leases, providers=providers, book=book
+        )
+        yield ReconcilerApp(settings, reconciler, relay, book, log, views, leases, undelivered)
+
+
+def _relay_topics(settings: ReconcilerSettings) -> list[str]:
+    names = topic_names(settings)
+    return [names.alerts, names.deadletter]
+
+
+async def relay_forever(app: ReconcilerApp, stop: asyncio.Event) -> None:
+    """Feed the sinks from the alerts topics in a consumer group until ``stop``."""
+    group = f"{app.settings.topic_prefix}reconciler.alert-relay"
+    while not stop.is_set():
+        try:
+            async with KafkaEventConsumer(
+                app.settings, _relay_topics(app.settings), group_id=group, client_id=group
+            ) as consumer:
+                await app.relay.consume(consumer, commit=consumer)
+        except AgentLedgerError as e:
+            _log.error("alert_relay_failed", error=str(e), retryable=e.retryable)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RELAY_RETRY_S)
+
+
+async def drain_alerts(app: ReconcilerApp) -> int:
+    """Feed the sinks everything on the alerts topics now (the ledger skips what was handled)."""
+    async with KafkaEventConsumer(
+        app.settings, _relay_topics(app.settings), until_end=True, from_beginning=True
+    ) as consumer:
+        return await app.relay.consume(consumer)
+
+
+async def serve(app: ReconcilerApp, stop: asyncio.Event, *, relay: bool = True) -> None:
+    """Reconcile pass after pass, and relay alerts, until ``stop`` is set."""
+    async with asyncio.TaskGroup() as tg:
+        relay_task = tg.create_task(relay_forever(app, stop)) if relay else None
+        await app.reconciler.run(stop)
+        if relay_task is not None:
+            relay_task.cancel()

@@ -1,0 +1,252 @@
+"""CLI: ``agentledger reconciler``, ``alerts list|tail|ack``, ``effects list|compensate``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentledger.alerts.book import AlertBook
+from agentledger.alerts.model import AlertRecord
+from agentledger.alerts.redis_store import RedisAlertStore, RedisSinkDeadLetter
+from agentledger.bus.consumer import KafkaEventConsumer
+from agentledger.bus.publisher import KafkaPublisher
+from agentledger.errors import ConfigurationError, RunError
+from agentledger.events.models import Alert
+from agentledger.events.topics import topic_names
+from agentledger.reconciler.app import drain_alerts, open_reconciler, serve
+from agentledger.reconciler.effects import EFFECT_STATES, effect_rows, find_effect_keys
+from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.stack.resolve import resolve_settings
+from agentledger.views.redis_store import RedisViewStore
+
+EXIT_NOT_FOUND = 1
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    cells = [[str(r.get(c, "") if r.get(c) is not None else "-") for c in columns] for r in rows]
+    widths = [max([len(c), *(len(row[i]) for row in cells)]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+async def _settings() -> ReconcilerSettings:
+    return await resolve_settings(ReconcilerSettings())
+
+
+def _redis_url(settings: ReconcilerSettings) -> str:
+    if settings.redis_url is None:
+        raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
+    return settings.redis_url
+
+
+# --- agentledger reconciler ------------------------------------------------------------------
+
+
+async def _reconciler(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    async with open_reconciler(settings) as app:
+        if args.once:
+            report = await app.reconciler.run_once()
+            relayed = 0 if args.no_relay else await drain_alerts(app)
+            data = {**report.to_dict(), "alert_records_relayed": relayed}
+            if args.json:
+                _out(json.dumps(data, sort_keys=True))
+            else:
+                _out(" ".join(f"{k}={v}" for k, v in data.items() if v))
+            return 0
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(app, stop, relay=not args.no_relay)
+    return 0
+
+
+# --- agentledger alerts ----------------------------------------------------------------------
+
+
+def _record_row(r: AlertRecord) -> dict[str, Any]:
+    data = r.model_dump(mode="json", exclude={"outbox"})
+    data["detail"] = json.loads(data.pop("detail_json"))
+    return data
+
+
+async def _alerts_list(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    redis = Redis.from_url(_redis_url(settings))
+    try:
+        if args.undelivered:
+            entries = await RedisSinkDeadLetter(redis, settings.key_prefix).entries(args.limit)
+            rows = [e.model_dump(mode="json") for e in entries]
+            if args.json:
+                _out(json.dumps(rows, sort_keys=True))
+            else:
+                flat = [
+                    {
+                        "sink": e.sink,
+                        "alert_id": e.alert.alert_id,
+                        "code": e.alert.code,
+                        "attempts": e.attempts,
+                        "error": e.error,
+                    }
+                    for e in entries
+                ]
+                _out(_table(flat, ["sink", "alert_id", "code", "attempts", "error"]))
+            return 0
+        records = await RedisAlertStore(redis, settings.key_prefix).active()
+    finally:
+        await redis.aclose()
+    rows = [_record_row(r) for r in records]
+    if args.json:
+        _out(json.dumps(rows, sort_keys=True))
+    else:
+        cols = ["alert_id", "code", "severity", "state", "count", "run_id", "summary"]
+        _out(_table(rows, cols))
+    return 0
+
+
+def _alert_line(a: Alert) -> str:
+    where = " ".join(
+        f"{k}={v}"
+        for k, v in (
+            ("run", a.run_id),
+            ("step", a.step),
+            ("effect", a.effect),
+            ("worker", a.worker_id),
+        )
+        if v is not None
+    )
+    return f"{a.occurred_at} {a.state:6} {a.severity:8} {a.code} x{a.count} {where} {a.summary}"
+
+
+async def _alerts_tail(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    async with KafkaEventConsumer(
+        settings,
+        [topic_names(settings).alerts],
+        from_beginning=True,
+        until_end=not args.follow,
+        client_id="agentledger-alerts-tail",
+    ) as consumer:
+        async for record in consumer:
+            if isinstance(record.event, Alert):
+                a = record.event
+                _out(
+                    json.dumps(a.model_dump(mode="json"), sort_keys=True)
+                    if args.json
+                    else _alert_line(a)
+                )
+                sys.stdout.flush()
+    return 0
+
+
+async def _alerts_ack(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    redis = Redis.from_url(_redis_url(settings))
+    try:
+        book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
+        event = await book.ack(args.alert_id, args.by)
+        if event is None:
+            sys.stderr.write(f"agentledger: no open alert {args.alert_id}\n")
+            return EXIT_NOT_FOUND
+        async with KafkaPublisher(settings, client_id="agentledger-alerts-ack") as publisher:
+            await book.publish(publisher, [event])
+    finally:
+        await redis.aclose()
+    if args.json:
+        _out(json.dumps(event.model_dump(mode="json"), sort_keys=True))
+    else:
+        _out(f"acknowledged {event.alert_id} ({event.code}, seen {event.count}x)")
+    return 0
+
+
+# --- agentledger effects ---------------------------------------------------------------------
+
+
+async def _effects_list(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    async with RedisViewStore.from_url(
+        _redis_url(settings), key_prefix=settings.key_prefix
+    ) as views:
+        rows = await effect_rows(views, run_id=args.run, state=args.state, limit=args.limit)
+    if args.json:
+        _out(json.dumps(rows, sort_keys=True))
+    else:
+        cols = ["run_id", "step", "effect", "state", "idempotency_key", "external_ref"]
+        _out(_table(rows, cols))
+    return 0
+
+
+async def _effects_compensate(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    async with open_reconciler(settings) as app:
+        view = await app.views.load(args.run)
+        if view is None:
+            raise RunError("no such run in the views", run_id=args.run)
+        keys = find_effect_keys(view, args.effect)
+        results = await app.reconciler.compensator.compensate(args.run, keys, hint_fence=view.fence)
+    rows = [r.__dict__ for r in results]
+    if args.json:
+        _out(json.dumps(rows, sort_keys=True))
+    else:
+        _out(_table(rows, ["effect", "idempotency_key", "outcome", "compensation_key", "detail"]))
+    return 0 if all(r.outcome in {"succeeded", "already"} for r in results) else EXIT_NOT_FOUND
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``reconciler``, ``alerts`` and ``effects``."""
+    rec = subparsers.add_parser(
+        "reconciler",
+        help="resolve effect intents without outcome and raise alerts (runs until SIGTERM)",
+        description="Asks providers about intents whose writer is gone (never performs one), "
+        "records LANDED / NOT_LANDED / UNKNOWN, re-queues orphaned runs, compensates failed "
+        "runs' rejected effects, and relays alerts to the log and webhook sinks.",
+    )
+    rec.add_argument("--once", action="store_true", help="one full pass, then exit (cron, tests)")
+    rec.add_argument("--json", action="store_true", help="with --once: print the pass as JSON")
+    rec.add_argument("--no-relay", action="store_true", help="do not feed the alert sinks")
+    rec.set_defaults(run=_reconciler)
+
+    alerts = subparsers.add_parser("alerts", help="alerts for on-call people")
+    sub = alerts.add_subparsers(dest="alerts_command", required=True, metavar="ACTION")
+    lst = sub.add_parser("list", help="open (and acknowledged) alerts with their counts")
+    lst.add_argument("--json", action="store_true")
+    lst.add_argument("--undelivered", action="store_true", help="the webhook's dead letter")
+    lst.add_argument("--limit", type=int, default=100)
+    lst.set_defaults(run=_alerts_list)
+    tail = sub.add_parser("tail", help="print the alert events on the alerts topic")
+    tail.add_argument("--json", action="store_true")
+    tail.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
+    tail.set_defaults(run=_alerts_tail)
+    ack = sub.add_parser("ack", help="acknowledge an alert: closes it, mutes its condition")
+    ack.add_argument("alert_id")
+    ack.add_argument("--by", default="cli", help="who acknowledges (recorded in the event)")
+    ack.add_argument("--json", action="store_true")
+    ack.set_defaults(run=_alerts_ack)
+
+    effects = subparsers.add_parser("effects", help="effects of runs, as the views know them")
+    esub = effects.add_subparsers(dest="effects_command", required=True, metavar="ACTION")
+    elist = esub.add_parser("list", help="effects with their state and external reference")
+    elist.add_argument("--run", help="only this run")
+    elist.add_argument("--state", choices=EFFECT_STATES, help="only effects in this state")
+    elist.add_argument("--limit", type=int, default=1000, help="runs to look at (default 1000)")
+    elist.add_argument("--json", action="store_true")
+    elist.set_defaults(run=_effects_list)
+    comp = esub.add_parser(
+        "compensate", help="undo a performed effect once (provider compensate, own key)"
+    )
+    comp.add_argument("run", metavar="RUN")
+    comp.add_argument("effect", metavar="EFFECT", help="effect name or idempotency key")
+    comp.add_argument("--json", action="store_true")
+    comp.set_defaults(run=_effects_compensate)
