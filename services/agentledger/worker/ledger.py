@@ -6,11 +6,12 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from agentledger.bus.port import EventLog
-from agentledger.events.models import now_ms
+from agentledger.events.models import ApprovalDecided, Decision, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.providers.protocol import Provider
 from agentledger.views.store import ViewReader
 from agentledger.worker.blobs import FileBlobStore
+from agentledger.worker.decisions import decide
 from agentledger.worker.killswitch import KillSwitch
 from agentledger.worker.opening import open_session
 from agentledger.worker.payloads import Payloads
@@ -105,6 +106,27 @@ class Ledger:
             raise
         finally:
             await _close(session, release=not crashed)
+
+    async def decide(
+        self,
+        run_id: str,
+        decision: Decision,
+        *,
+        approver: str,
+        intent_hash: str | None = None,
+        expires_at: int | None = None,
+        note: str = "",
+    ) -> ApprovalDecided:
+        """Record approved/rejected/revoked for what the paused run asks (or ``intent_hash``)."""
+        return await decide(
+            self.services,
+            run_id,
+            decision,
+            approver=approver,
+            intent_hash=intent_hash,
+            expires_at=expires_at,
+            note=note,
+        )
 
 
 async def _finish_if_done(session: RunSession) -> None:

@@ -173,7 +173,9 @@ async def _claim(
     verdict: approvals.ApprovalVerdict | None,
 ) -> None:
     """RunResumed first, then the re-plan, a rejection, and every open intent resolved."""
-    writer = session.writable()
+    writer = session.writer  # not writable(): the run may be paused until RunResumed is appended
+    if writer is None:
+        raise RunError("a resume needs a writer", run_id=session.run_id)
     spec = session.spec
     # ``before`` is the writer's view, folded in place: read what we need before appending
     pause = before.pause

@@ -1,0 +1,59 @@
+"""Recording a human decision on a paused run (ApprovalDecided), as an SDK call."""
+
+from __future__ import annotations
+
+import uuid
+
+from agentledger.errors import ApprovalError
+from agentledger.events.models import ApprovalDecided, Decision
+from agentledger.worker.loader import load_view
+from agentledger.worker.session import Services
+from agentledger.worker.writer import RunWriter
+
+
+async def decide(
+    services: Services,
+    run_id: str,
+    decision: Decision,
+    *,
+    approver: str,
+    intent_hash: str | None = None,
+    expires_at: int | None = None,
+    note: str = "",
+    approval_id: str | None = None,
+) -> ApprovalDecided:
+    """Append ApprovalDecided to the run, bound to its generation and the intent it approves.
+
+    ``intent_hash`` defaults to the one the run's pause asks about. The decision is written
+    under a short lease (fence above the log's), like any other write to the run.
+    """
+    view = (
+        await load_view(services.log, run_id, reader=services.views, barrier_s=services.barrier_s)
+    ).view
+    wanted = intent_hash or (view.pause.intent_hash if view.pause is not None else None)
+    if wanted is None:
+        msg = "the run waits for no approval; name the intent hash to decide on"
+        raise ApprovalError(msg, run_id=run_id)
+    lease = await services.leases.acquire(
+        run_id, services.worker_id, services.lease_ttl_ms, floor=view.fence
+    )
+    try:
+        writer = RunWriter(
+            services.log,
+            view,
+            fence=lease.fence,
+            worker_id=services.worker_id,
+            clock=services.clock,
+        )
+        return await writer.publish(
+            ApprovalDecided,
+            approval_id=approval_id or uuid.uuid4().hex,
+            decision=decision,
+            approver=services.payloads.text(approver),
+            generation=view.generation,
+            intent_hash=wanted,
+            expires_at=expires_at,
+            note=services.payloads.text(note),
+        )
+    finally:
+        await services.leases.release(lease)
