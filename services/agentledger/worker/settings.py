@@ -22,6 +22,18 @@ class WorkerSettings(ProviderSettings):
     """Where the worker writes, how it holds leases and resumes (env ``AGENTLEDGER_*``)."""
 
     worker_id: str = Field(default_factory=default_worker_id, min_length=1, max_length=200)
+    transactional_id: str | None = Field(
+        default=None,
+        description=(
+            "Kafka transactional id of this worker's producer; keep it stable across restarts "
+            "so a restarted worker aborts what its killed predecessor left open "
+            "(unset = agentledger-worker-<worker_id>)"
+        ),
+    )
+    use_views: bool = Field(
+        default=True,
+        description="resume from the projector's Redis views when caught up (else fold Kafka)",
+    )
     lease_ttl_ms: int = Field(
         default=15_000, ge=100, description="a dead worker's runs can be taken over after this"
     )
@@ -39,6 +51,11 @@ class WorkerSettings(ProviderSettings):
         default=None, description="chaos only: SIGKILL this process at this SDK kill point"
     )
     kill_hit: int = Field(default=1, ge=1, description="chaos only: at the n-th time it is reached")
+
+    @property
+    def producer_id(self) -> str:
+        """The transactional id to use."""
+        return self.transactional_id or f"agentledger-worker-{self.worker_id}"
 
     @model_validator(mode="after")
     def _known_kill_point(self) -> WorkerSettings:
