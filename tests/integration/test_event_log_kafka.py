@@ -7,10 +7,16 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from agentledger.bus.admin import delete_topics, kafka_admin
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.partitioning import run_key
-from agentledger.errors import ProducerFencedError, RunLogCorruptError, StaleFenceError
-from agentledger.events import EventCodec, StepStarted, TopicNames
+from agentledger.errors import (
+    ProducerFencedError,
+    PublishError,
+    RunLogCorruptError,
+    StaleFenceError,
+)
+from agentledger.events import Alert, EventCodec, StepStarted, TopicNames
 from agentledger.leasing import RedisLeaseStore
 from agentledger.settings import CommonSettings
 
@@ -106,3 +112,35 @@ async def test_read_run_names_undecodable_records(ledger_settings: CommonSetting
             await log.read_run("r")
     (bad,) = err.value.errors
     assert (bad.topic, bad.partition, bad.offset) == (topics.effects, meta.partition, meta.offset)
+
+
+async def gone(settings: CommonSettings, topic: str) -> None:
+    """Wait until the broker's metadata no longer lists ``topic`` (deletion is asynchronous)."""
+    assert settings.kafka_bootstrap is not None
+    async with kafka_admin(settings.kafka_bootstrap) as admin:
+        for _ in range(100):
+            if topic not in await admin.list_topics():
+                return
+            await asyncio.sleep(0.1)
+    pytest.fail(f"topic {topic} was still listed 10 s after its deletion")
+
+
+async def test_a_failed_commit_fails_every_publish_in_it(ledger_settings: CommonSettings) -> None:
+    """When a group's transaction fails, every publish in it gets PublishError, none of its
+    events become visible, and the log commits again afterwards."""
+    topics = TopicNames(ledger_settings.topic_prefix)
+    await delete_topics(ledger_settings, [topics.alerts])  # the broker never auto-creates
+    await gone(ledger_settings, topics.alerts)
+    impatient = ledger_settings.model_copy(update={"kafka_publish_timeout_ms": 3_000})
+    alert = Alert(alert_id="a-1", code="test", severity="info", summary="nowhere to go")
+    first, doomed, after = started("r", seq=1), started("r", seq=2), started("r", seq=3)
+    async with KafkaEventLog(impatient, transactional_id="failing") as log:
+        await log.publish([first])
+        results = await asyncio.gather(
+            log.publish([doomed]), log.publish([alert]), return_exceptions=True
+        )
+        assert [type(r) for r in results] == [PublishError, PublishError]
+        assert all(isinstance(r, PublishError) and not r.maybe_committed for r in results)
+        assert log.stats.failed_commits == 1
+        await log.publish([after])
+        assert await log.read_run("r") == [first, after]
