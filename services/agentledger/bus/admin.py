@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ log = structlog.get_logger(__name__)
 TOPIC_ALREADY_EXISTS = 36
 UNKNOWN_TOPIC_OR_PARTITION = 3
 ADMIN_TIMEOUT_MS = 30_000
+METADATA_SETTLE_S = 30.0
 
 
 class TopicState(StrEnum):
@@ -180,12 +182,33 @@ async def _create(admin: AIOKafkaAdminClient, specs: Sequence[TopicSpec], rf: in
     return {topic for topic, code, _ in pairs if code == 0}
 
 
+def _settled(topic: Mapping[str, Any]) -> bool:
+    """Whether the broker's metadata shows the topic with a leader for every partition."""
+    parts = topic["partitions"]
+    return topic["error_code"] == 0 and bool(parts) and all(p["leader"] >= 0 for p in parts)
+
+
+async def _describe_settled(
+    admin: AIOKafkaAdminClient, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Describe topics, waiting while a just-created topic has not reached the metadata cache."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + METADATA_SETTLE_S
+    while True:
+        described: list[dict[str, Any]] = await admin.describe_topics(list(names))
+        if all(_settled(t) for t in described) or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.05)
+    tolerated: set[int] = set()
+    _check_errors([(t["topic"], t["error_code"], None) for t in described], tolerated)
+    return described
+
+
 async def _observe(admin: AIOKafkaAdminClient, names: Sequence[str]) -> dict[str, ObservedTopic]:
     """Partition count, replication factor and configs of existing topics."""
     if not names:
         return {}
-    described = await admin.describe_topics(list(names))
-    _check_errors([(t["topic"], t["error_code"], None) for t in described], set())
+    described = await _describe_settled(admin, names)
     responses = await admin.describe_configs(
         [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
     )
@@ -219,8 +242,10 @@ async def ensure_topics(settings: CommonSettings, specs: Sequence[TopicSpec]) ->
     async with kafka_admin(_bootstrap(settings)) as admin:
         existing = set(await admin.list_topics())
         created = await _create(admin, [s for s in specs if s.name not in existing], rf)
-        others = [s.name for s in specs if s.name not in created]
-        observed = await _observe(admin, others)
+        if created:
+            # Creation is asynchronous: return only once the topics can be produced to.
+            await _describe_settled(admin, sorted(created))
+        observed = await _observe(admin, [s.name for s in specs if s.name not in created])
     outcomes: list[TopicOutcome] = []
     for spec in specs:
         if spec.name in created:

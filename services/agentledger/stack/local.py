@@ -29,7 +29,7 @@ from agentledger.stack.kafka import (
     write_configs,
 )
 from agentledger.stack.ports import free_ports, port_is_free
-from agentledger.stack.procs import is_ours, kill_now, terminate
+from agentledger.stack.procs import is_ours, kill_now, terminate, wait_gone
 from agentledger.stack.redis_server import (
     find_redis_server,
     redis_answers,
@@ -354,7 +354,12 @@ class LocalStack:
             rec = self.load().kafka
             if rec is None or rec.pid is None or rec.proc_start is None:
                 return False
-            return kill_now(rec.pid, rec.proc_start, kafka_markers(self.paths))
+            if not kill_now(rec.pid, rec.proc_start, kafka_markers(self.paths)):
+                return False
+            if not await wait_gone(rec.pid, rec.proc_start, 10.0):
+                msg = f"Kafka (pid {rec.pid}) survived SIGKILL"
+                raise StackError(msg)
+            return True
 
     def endpoints_from(self, state: StackState) -> Endpoints:
         """The endpoints recorded in a state (both components must have been started once)."""

@@ -113,7 +113,7 @@ def is_alive(pid: int, start_ticks: int) -> bool:
     return stat is not None and stat.start_ticks == start_ticks
 
 
-async def _wait_gone(pid: int, start_ticks: int, limit_s: float) -> bool:
+async def wait_gone(pid: int, start_ticks: int, limit_s: float) -> bool:
     """Poll until the process is gone; False if it still runs after ``limit_s`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + limit_s
@@ -130,12 +130,12 @@ async def terminate(pid: int, start_ticks: int, markers: Sequence[str], *, grace
         return False
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
-    if await _wait_gone(pid, start_ticks, grace):
+    if await wait_gone(pid, start_ticks, grace):
         return True
     log.warning("stack_process_sigkill", pid=pid, grace_s=grace)
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    if await _wait_gone(pid, start_ticks, 10.0):
+    if await wait_gone(pid, start_ticks, 10.0):
         return True
     msg = f"process {pid} survived SIGKILL"
     raise StackError(msg)
