@@ -256,3 +256,9 @@ class EventTooLargeError(PublishError):
     """An encoded event is over the producer's max request size: store its payload by reference."""
 
     retryable: ClassVar[bool] = False
+
+
+class ViewWriteConflictError(RunError):
+    """Another projector kept rewriting this run's view while we folded it; retry the batch."""
+
+    retryable: ClassVar[bool] = True

@@ -1,12 +1,27 @@
-"""The read side of the view-store port: what the SDK, reconciler and CLI ask of the views."""
+"""The view-store port: the read side (SDK, reconciler, CLI) and the write side (projector).
+
+Views live in namespaces; the live one is named by a pointer that ``views rebuild`` flips in one
+write. Each run is written atomically together with what was applied to it (its ``applied_seq``
+and parked events), guarded by the token the writer's fold started from: a concurrent writer
+gets a conflict, never a lost update. Indexes and progress live in other slots and are updated
+idempotently right after.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from agentledger.bus.port import Position
+from agentledger.events.models import RunEvent
+from agentledger.views.layout import Token
 from agentledger.views.model import RunView
+
+#: A topic-partition as the store keys progress by.
+TopicPartition = tuple[str, int]
+#: One key of a namespace as compared by ``views verify``: (type, normalized content, has TTL).
+SnapshotValue = tuple[str, object, bool]
 
 
 @dataclass(frozen=True)
@@ -16,6 +31,53 @@ class OpenIntent:
     run_id: str
     idempotency_key: str
     intended_at: int
+
+
+@dataclass
+class StoredRun:
+    """A run as stored: its view, the events parked ahead of a gap, and its write token."""
+
+    view: RunView
+    parked: list[RunEvent]
+    token: Token
+
+
+@dataclass
+class RunWrite:
+    """What a fold changed in one run, to be stored atomically if the run still has ``expected``."""
+
+    run_id: str
+    expected: Token
+    view: RunView
+    steps: set[int] = field(default_factory=set)
+    effects: set[str] = field(default_factory=set)
+    parked: list[RunEvent] = field(default_factory=list)
+    parked_changed: bool = False
+
+
+class WriteOutcome:
+    """Result of :meth:`ViewStore.write_runs`: runs that conflicted and runs that expired."""
+
+    def __init__(self) -> None:
+        self.conflicts: set[str] = set()
+        self.expired: set[str] = set()
+
+
+@dataclass(frozen=True)
+class IndexUpdate:
+    """Index entries of one run; every operation is idempotent, so a retry repairs a crash.
+
+    ``status`` None removes the run from every index (it expired). ``drop_statuses`` are the
+    statuses the run may still be listed under.
+    """
+
+    run_id: str
+    status: str | None
+    updated_at: int = 0
+    drop_statuses: tuple[str, ...] = ()
+    open_intents: Mapping[str, int] = field(default_factory=dict)
+    closed_intents: frozenset[str] = frozenset()
+    parked: bool = False
 
 
 class ViewReader(ABC):
@@ -38,3 +100,66 @@ class ViewReader(ABC):
         self, older_than: int | None = None, limit: int = 1000
     ) -> list[OpenIntent]:
         """Open intents, oldest first; ``older_than`` is an epoch-ms cut-off."""
+
+
+class ViewStore(ViewReader):
+    """The projector's side: namespaces, atomic per-run writes, indexes and progress."""
+
+    @abstractmethod
+    async def live_namespace(self, *, create: bool = False) -> str | None:
+        """The namespace the pointer names; with ``create``, make and point to one if none."""
+
+    @abstractmethod
+    async def create_namespace(self) -> str:
+        """A fresh, empty namespace (registered, not live)."""
+
+    @abstractmethod
+    async def swap(self, namespace: str) -> str | None:
+        """Point readers and projectors at ``namespace`` in one write; return the previous one."""
+
+    @abstractmethod
+    async def drop_namespace(self, namespace: str) -> int:
+        """Delete every key of ``namespace`` (never the live one); return how many."""
+
+    @abstractmethod
+    async def namespaces(self) -> list[str]:
+        """Every registered namespace, oldest first."""
+
+    @abstractmethod
+    async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
+        """The stored state of each run (runs never stored are absent)."""
+
+    @abstractmethod
+    async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
+        """Store each run atomically unless its token moved (a conflict, reported, not written).
+
+        A finished run is given the retention TTL; one already past it is deleted (expired).
+        """
+
+    @abstractmethod
+    async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
+        """Apply index entries (idempotent)."""
+
+    @abstractmethod
+    async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """Raise each partition's applied-up-to offset (never lowers it)."""
+
+    @abstractmethod
+    async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
+        """Every partition's applied-up-to offset in ``namespace``."""
+
+    @abstractmethod
+    async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
+        """Runs that have had events parked since before ``parked_before`` (epoch ms)."""
+
+    @abstractmethod
+    async def prune(self, namespace: str) -> int:
+        """Drop index entries of runs whose keys expired; return how many."""
+
+    @abstractmethod
+    async def snapshot(self, namespace: str) -> dict[str, SnapshotValue]:
+        """Every key of ``namespace`` (relative name) except progress, normalized for comparing.
+
+        Scores of the parked index are wall-clock times and TTLs differ by when they were set:
+        both are left out (members and "has a TTL" are kept).
+        """

@@ -1,0 +1,149 @@
+"""The projector as a faust-streaming app: one agent folds batches of the three run topics.
+
+Two faust behaviours are changed on purpose, both documented where they are done:
+
+- faust's Kafka consumer reads ``read_uncommitted`` unless the app runs with
+  ``processing_guarantee="exactly_once"`` (``AIOKafkaConsumerThread._create_worker_consumer``
+  in faust 0.15.3); exactly-once would also make faust open a transactional producer per
+  partition, which the projector does not need (its output is Redis). The transport below
+  keeps at-least-once delivery but sets the consumer to ``read_committed`` before it starts,
+  so aborted or still-open transactions never reach the fold.
+- faust uses its own partition assignor (which co-partitions topics with the same partition
+  count and subscribers) only when ``table_standby_replicas > 0`` or the app has changelog
+  tables; otherwise it falls back to aiokafka's round-robin assignor, which does not keep
+  partition ``p`` of every run topic on one member. ``table_standby_replicas=1`` keeps faust's
+  assignor; tests/integration/test_projector_group.py checks the outcome with live instances.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import faust
+import mode
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, Transport
+
+from agentledger.errors import ConfigurationError
+from agentledger.projector.ports import Record
+from agentledger.projector.runtime import ProjectorRuntime
+from agentledger.projector.settings import ProjectorSettings
+
+READ_COMMITTED = "read_committed"
+
+
+class _ReadCommittedConsumerThread(AIOKafkaConsumerThread):
+    """faust's consumer thread, with the consumer switched to read_committed before start."""
+
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        if not hasattr(consumer, "_isolation_level"):
+            msg = "this aiokafka has no _isolation_level: cannot make faust read committed"
+            raise ConfigurationError(msg)
+        consumer._isolation_level = READ_COMMITTED
+        return consumer
+
+
+class _ReadCommittedConsumer(Consumer):
+    def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
+        return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class _ReadCommittedTransport(Transport):
+    Consumer = _ReadCommittedConsumer
+
+
+class ProjectorApp(faust.App):
+    """faust.App whose consumers read committed records only."""
+
+    def _new_transport(self) -> Any:
+        return _ReadCommittedTransport(self.conf.broker_consumer, self)
+
+
+class _Resources(mode.Service):
+    """Starts the runtime with the worker and closes it when the worker stops."""
+
+    def __init__(self, runtime: ProjectorRuntime, **kwargs: Any) -> None:
+        self._runtime = runtime
+        super().__init__(**kwargs)
+
+    async def on_start(self) -> None:
+        await self._runtime.start()
+
+    async def on_stop(self) -> None:
+        await self._runtime.stop()
+
+
+def _record(event: Any) -> Record:
+    message = event.message
+    return Record(message.topic, message.partition, message.offset, message.key, message.value)
+
+
+def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.App:
+    """The faust app of one projector instance (run it with ``faust.Worker``)."""
+    if settings.kafka_bootstrap is None:
+        msg = "kafka_bootstrap must be resolved before building the projector app"
+        raise ConfigurationError(msg)
+    brokers = [f"kafka://{hp.strip()}" for hp in settings.kafka_bootstrap.split(",")]
+    app = ProjectorApp(
+        settings.projector_group,
+        broker=brokers,
+        store="memory://",
+        autodiscover=False,
+        topic_partitions=settings.run_partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        table_standby_replicas=1,
+        producer_acks=-1,
+        broker_commit_interval=1.0,
+        web_enabled=settings.projector_web_enabled,
+        web_bind=settings.projector_web_host,
+        web_host=settings.projector_web_host,
+        web_port=settings.projector_web_port,
+        worker_redirect_stdouts=False,
+    )
+    channel = app.topic(
+        *runtime.run_topics,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+    )
+    within = settings.projector_batch_within_ms / 1000
+
+    async def fold_batches(stream: Any) -> None:
+        async for events in stream.take_events(settings.projector_batch_max, within=within):
+            await runtime.process([_record(e) for e in events])
+
+    app.agent(channel, name="agentledger-projector-fold")(fold_batches)
+
+    async def tick() -> None:
+        await runtime.tick()
+
+    app.timer(interval=settings.projector_tick_ms / 1000)(tick)
+
+    async def assigned(_sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        runtime.assign((tp.topic, tp.partition) for tp in args[0])
+
+    async def revoked(_sender: Any, /, *args: Any, signal: Any, **_: Any) -> None:
+        runtime.revoke((tp.topic, tp.partition) for tp in args[0])
+
+    app.on_partitions_assigned.connect(assigned)
+    app.on_partitions_revoked.connect(revoked)
+
+    async def metrics_page(view: Any, _request: Any) -> Any:
+        body = runtime.metrics.as_dict()
+        body["parked_runs"] = await runtime.parked_runs()
+        return view.json(body)
+
+    async def health_page(view: Any, _request: Any) -> Any:
+        ok = runtime.ready.is_set()
+        return view.json(
+            {"ok": ok, "namespace": runtime.metrics.namespace}, status=200 if ok else 503
+        )
+
+    app.page("/metrics")(metrics_page)
+    app.page("/health")(health_page)
+    # faust starts service instances too (App._prepare_subservice), not only classes
+    app.service(_Resources(runtime))  # type: ignore[arg-type]
+    return app

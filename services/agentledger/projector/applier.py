@@ -1,0 +1,302 @@
+"""Apply a batch of run-topic records to a namespace: decode, fold each run, write atomically.
+
+Per run: the stored view and parked events are loaded (or taken from a cache that the write
+token keeps honest), the pure fold admits the batch's events, and one atomic write stores the
+result guarded by the token the fold started from. A conflict (another projector wrote the run
+meanwhile) drops the cached copy and refolds from what is stored. Only then are the indexes
+updated and findings (stale fences, dead letters) sent — all of it idempotent, so a crash at
+any point followed by a redo of the batch converges to the same state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from agentledger.bus.port import EventPublisher
+from agentledger.errors import DecodeError, ViewWriteConflictError
+from agentledger.events.codec import EventCodec
+from agentledger.events.models import Alert, DeadLettered, RunEvent
+from agentledger.projector.findings import dead_letter, fence_conflict_alert, stale_fence_alert
+from agentledger.projector.metrics import Metrics
+from agentledger.projector.ports import Record
+from agentledger.views.fold import FoldResult, fold
+from agentledger.views.keys import STATUSES
+from agentledger.views.model import OPEN_EFFECT_STATES, RunView
+from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
+
+log = structlog.get_logger(__name__)
+
+MAX_CONFLICT_ROUNDS = 5
+
+
+class RunCache:
+    """The most recently written runs of this projector, least recently used evicted first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._runs: OrderedDict[str, StoredRun] = OrderedDict()
+
+    def get(self, run_id: str) -> StoredRun | None:
+        """The cached run, marked as recently used."""
+        stored = self._runs.get(run_id)
+        if stored is not None:
+            self._runs.move_to_end(run_id)
+        return stored
+
+    def put(self, run_id: str, stored: StoredRun) -> None:
+        """Remember ``stored`` (evicting the oldest entries beyond capacity)."""
+        self._runs[run_id] = stored
+        self._runs.move_to_end(run_id)
+        while len(self._runs) > self._capacity:
+            self._runs.popitem(last=False)
+
+    def drop(self, run_id: str) -> None:
+        """Forget one run."""
+        self._runs.pop(run_id, None)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._runs.clear()
+
+
+@dataclass
+class _Fold:
+    """One run's fold within a round: where it started and what came out."""
+
+    state: StoredRun
+    cold: bool
+    status_before: str
+    result: FoldResult
+    parked: list[RunEvent]
+    write: RunWrite | None
+
+
+@dataclass
+class Decoded:
+    """A batch's records decoded: run events by run, dead letters, and where each event was."""
+
+    runs: dict[str, list[RunEvent]] = field(default_factory=dict)
+    letters: list[DeadLettered] = field(default_factory=list)
+    where: dict[str, Record] = field(default_factory=dict)
+
+
+def decode_records(codec: EventCodec, records: Iterable[Record]) -> Decoded:
+    """Decode every record; what cannot be used becomes a dead letter (never an exception)."""
+    out = Decoded()
+    for rec in records:
+        try:
+            event = codec.decode(
+                rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset
+            )
+        except DecodeError as e:
+            out.letters.append(dead_letter(rec, str(e)))
+            continue
+        if not isinstance(event, RunEvent):
+            reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
+            out.letters.append(dead_letter(rec, reason))
+            continue
+        out.runs.setdefault(event.run_id, []).append(event)
+        out.where[event.event_id] = rec
+    return out
+
+
+def _unique(events: list[RunEvent]) -> list[RunEvent]:
+    seen: dict[str, RunEvent] = {}
+    for event in events:
+        seen.setdefault(event.event_id, event)
+    return sorted(seen.values(), key=lambda e: (e.seq, e.fence, e.event_id))
+
+
+def index_update(
+    view: RunView,
+    *,
+    cold: bool,
+    status_before: str,
+    effects: Iterable[str],
+    parked: bool,
+) -> IndexUpdate:
+    """Index entries after a write; a cold-loaded run gets all of them (repairs a crashed redo)."""
+    if cold:
+        drops: tuple[str, ...] = STATUSES
+        keys: Iterable[str] = view.effects
+    else:
+        drops = (status_before,) if status_before != view.status else ()
+        keys = effects
+    opened: dict[str, int] = {}
+    closed: set[str] = set()
+    for key in keys:
+        effect = view.effects.get(key)
+        if effect is not None and effect.state in OPEN_EFFECT_STATES:
+            opened[key] = effect.intended_at
+        else:
+            closed.add(key)
+    return IndexUpdate(
+        run_id=view.run_id,
+        status=view.status,
+        updated_at=view.updated_at,
+        drop_statuses=drops,
+        open_intents=opened,
+        closed_intents=frozenset(closed),
+        parked=parked,
+    )
+
+
+class Applier:
+    """Folds batches into one store; keeps a cache of recently written runs."""
+
+    def __init__(
+        self,
+        store: ViewStore,
+        publisher: EventPublisher,
+        codec: EventCodec,
+        *,
+        metrics: Metrics,
+        cache_size: int = 20_000,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._codec = codec
+        self._metrics = metrics
+        self._cache = RunCache(cache_size)
+
+    def reset(self) -> None:
+        """Forget cached runs (another namespace, or after an error)."""
+        self._cache.clear()
+
+    async def apply(self, namespace: str, records: Sequence[Record]) -> None:
+        """Apply ``records`` to ``namespace``; on any error drop the cache and re-raise."""
+        try:
+            await self._apply(namespace, decode_records(self._codec, records))
+        except BaseException:
+            self._cache.clear()
+            raise
+
+    async def _apply(self, namespace: str, batch: Decoded) -> None:
+        alerts: list[Alert] = []
+        updates: list[IndexUpdate] = []
+        pending = dict(batch.runs)
+        for _ in range(MAX_CONFLICT_ROUNDS):
+            if not pending:
+                break
+            folds = await self._fold_all(namespace, pending)
+            writes = [f.write for f in folds.values() if f.write is not None]
+            outcome = await self._store.write_runs(namespace, writes)
+            for run_id in outcome.conflicts:
+                self._cache.drop(run_id)
+            self._metrics.write_conflicts += len(outcome.conflicts)
+            for run_id, done in folds.items():
+                if run_id in outcome.conflicts:
+                    continue
+                update = self._settle(run_id, done, expired=run_id in outcome.expired)
+                if update is not None:
+                    updates.append(update)
+                alerts.extend(self._alerts(done, batch))
+            pending = {r: pending[r] for r in outcome.conflicts}
+        if pending:
+            run_id = min(pending)
+            msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
+            raise ViewWriteConflictError(msg, run_id=run_id)
+        await self._store.update_indexes(namespace, updates)
+        if batch.letters:
+            await self._publisher.publish(batch.letters)
+            self._metrics.dead_lettered += len(batch.letters)
+            for letter in batch.letters:
+                log.warning(
+                    "record_dead_lettered",
+                    topic=letter.source_topic,
+                    partition=letter.source_partition,
+                    offset=letter.source_offset,
+                    reason=letter.reason,
+                )
+        if alerts:
+            await self._publisher.publish(alerts)
+            self._metrics.alerts += len(alerts)
+
+    async def _fold_all(
+        self, namespace: str, pending: dict[str, list[RunEvent]]
+    ) -> dict[str, _Fold]:
+        states: dict[str, StoredRun] = {}
+        missing = []
+        for run_id in pending:
+            cached = self._cache.get(run_id)
+            if cached is None:
+                missing.append(run_id)
+            else:
+                states[run_id] = cached
+        loaded = await self._store.load_runs(namespace, missing) if missing else {}
+        folds: dict[str, _Fold] = {}
+        for run_id, events in pending.items():
+            cold = run_id not in states
+            state = states.get(run_id) or loaded.get(run_id)
+            if state is None:
+                state = StoredRun(RunView(run_id=run_id), [], None)
+            status_before = state.view.status
+            result = fold(state.view, state.parked + events, in_place=True)
+            parked = _unique(result.parked)
+            parked_changed = {e.event_id for e in parked} != {e.event_id for e in state.parked}
+            write = None
+            if result.applied or parked_changed:
+                write = RunWrite(
+                    run_id=run_id,
+                    expected=state.token,
+                    view=result.view,
+                    steps=set(result.touched_steps),
+                    effects=set(result.touched_effects),
+                    parked=parked,
+                    parked_changed=parked_changed,
+                )
+            folds[run_id] = _Fold(state, cold, status_before, result, parked, write)
+        return folds
+
+    def _settle(self, run_id: str, done: _Fold, *, expired: bool) -> IndexUpdate | None:
+        """Update cache and metrics for a run whose write stood; return its index entries."""
+        result = done.result
+        m = self._metrics
+        m.count_applied(len(result.applied))
+        m.duplicates += len(result.duplicates)
+        before = {e.event_id for e in done.state.parked}
+        m.parked += len([e for e in done.parked if e.event_id not in before])
+        m.stale += len(result.stale)
+        m.conflicts += len(result.conflicts)
+        if expired:
+            self._cache.drop(run_id)
+            return IndexUpdate(
+                run_id=run_id, status=None, closed_intents=frozenset(result.view.effects)
+            )
+        if done.write is None and (not done.cold or done.state.token is None):
+            return None
+        token = (result.view.applied_seq, len(done.parked))
+        stored = StoredRun(result.view, done.parked, token if done.write else done.state.token)
+        if stored.token is not None:
+            self._cache.put(run_id, stored)
+        return index_update(
+            result.view,
+            cold=done.cold,
+            status_before=done.status_before,
+            effects=result.touched_effects,
+            parked=bool(done.parked),
+        )
+
+    def _alerts(self, done: _Fold, batch: Decoded) -> list[Alert]:
+        view = done.result.view
+        found: list[Alert] = []
+        for event in done.result.stale:
+            log.warning(
+                "stale_fence_rejected",
+                run_id=event.run_id,
+                worker_id=event.worker_id,
+                seq=event.seq,
+                stale_fence=event.fence,
+                current_fence=view.fence,
+            )
+            found.append(stale_fence_alert(event, view, batch.where.get(event.event_id)))
+        for event in done.result.conflicts:
+            log.warning(
+                "fence_conflict", run_id=event.run_id, worker_id=event.worker_id, seq=event.seq
+            )
+            found.append(fence_conflict_alert(event, view, batch.where.get(event.event_id)))
+        return found

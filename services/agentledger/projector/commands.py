@@ -1,0 +1,198 @@
+"""CLI: ``agentledger projector`` and ``agentledger views rebuild|verify|dump``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+from agentledger.events.codec import EventCodec
+from agentledger.events.topics import topic_names
+from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.rebuild import (
+    compare,
+    replay_into_new_namespace,
+    swap_in,
+    wait_for_progress,
+)
+from agentledger.projector.settings import ProjectorSettings
+from agentledger.stack.resolve import resolve_settings
+from agentledger.views.redis_store import RedisViewStore
+
+EXIT_DIFFERENT = 1
+
+
+def register(subparsers: Any) -> None:
+    """Add ``projector`` and ``views`` to the agentledger command."""
+    proj = subparsers.add_parser(
+        "projector",
+        help="run a projector instance (faust worker) folding the run topics into Redis views",
+    )
+    proj.set_defaults(run=_projector)
+
+    views = subparsers.add_parser("views", help="rebuild, verify or dump the Redis views")
+    sub = views.add_subparsers(dest="views_command", required=True, metavar="ACTION")
+    rebuild = sub.add_parser(
+        "rebuild", help="replay all run topics into a fresh namespace and swap it in"
+    )
+    rebuild.add_argument("--json", action="store_true", help="print the report as JSON")
+    rebuild.set_defaults(run=_rebuild)
+    verify = sub.add_parser(
+        "verify", help="replay into a scratch namespace and compare it key by key with the live one"
+    )
+    verify.add_argument(
+        "--wait", type=float, default=60.0, help="seconds to wait for the live projector (60)"
+    )
+    verify.set_defaults(run=_verify)
+    dump = sub.add_parser("dump", help="print one run's view")
+    dump.add_argument("--run", dest="run_id", required=True, help="the run id")
+    dump.add_argument("--json", action="store_true", help="print JSON (default: a summary)")
+    dump.set_defaults(run=_dump)
+
+
+def _projector(_args: argparse.Namespace) -> int:
+    """Run one faust worker until SIGTERM/SIGINT."""
+    import faust  # noqa: PLC0415 - faust is heavy; only this command needs it
+
+    from agentledger.projector.app import build_app  # noqa: PLC0415
+    from agentledger.projector.runtime import ProjectorRuntime  # noqa: PLC0415
+
+    settings = asyncio.run(resolve_settings(ProjectorSettings()))
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    runtime = ProjectorRuntime(settings)
+    app = build_app(settings, runtime)
+    worker = faust.Worker(
+        app,
+        loop=loop,
+        loglevel=settings.log_level.lower(),
+        redirect_stdouts=False,
+        quiet=True,
+    )
+    worker.execute_from_commandline()
+    return 0
+
+
+async def _open(
+    settings: ProjectorSettings, stack: AsyncExitStack
+) -> tuple[RedisViewStore, KafkaLogReader]:
+    assert settings.redis_url is not None
+    assert settings.kafka_bootstrap is not None
+    store = await stack.enter_async_context(
+        RedisViewStore.from_url(
+            settings.redis_url,
+            key_prefix=settings.key_prefix,
+            codec=EventCodec(),
+            retention_ms=settings.retention,
+        )
+    )
+    reader = await stack.enter_async_context(
+        KafkaLogReader(
+            settings.kafka_bootstrap, connect_timeout_ms=settings.kafka_connect_timeout_ms
+        )
+    )
+    return store, reader
+
+
+async def _rebuild(args: argparse.Namespace) -> int:
+    settings = await resolve_settings(ProjectorSettings())
+    async with AsyncExitStack() as stack:
+        store, reader = await _open(settings, stack)
+        replay = await replay_into_new_namespace(
+            store,
+            reader,
+            topic_names(settings).run_topics,
+            partitions=settings.run_partitions,
+            chunk=settings.projector_chunk,
+        )
+        previous = await swap_in(store, replay, grace_ms=settings.rebuild_swap_grace_ms)
+    report = {
+        "namespace": replay.namespace,
+        "previous": previous,
+        "records": replay.records,
+        "events_applied": replay.applied,
+        "seconds": round(replay.seconds, 3),
+        "events_per_second": round(replay.events_per_second, 1),
+        "ends": {f"{t}:{p}": o for (t, p), o in sorted(replay.ends.items())},
+    }
+    if args.json:
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        sys.stdout.write(
+            f"rebuilt {replay.records} records into namespace {replay.namespace} in "
+            f"{replay.seconds:.2f} s ({replay.events_per_second:.0f}/s); "
+            f"live now, previous {previous or '-'} deleted\n"
+        )
+    return 0
+
+
+async def _verify(args: argparse.Namespace) -> int:
+    settings = await resolve_settings(ProjectorSettings())
+    async with AsyncExitStack() as stack:
+        store, reader = await _open(settings, stack)
+        live = await store.live_namespace()
+        replay = await replay_into_new_namespace(
+            store,
+            reader,
+            topic_names(settings).run_topics,
+            partitions=settings.run_partitions,
+            chunk=settings.projector_chunk,
+        )
+        try:
+            if live is None:
+                sys.stdout.write("no live views (nothing projected yet, or Redis was flushed)\n")
+                return EXIT_DIFFERENT if replay.records else 0
+            if not await wait_for_progress(store, live, replay.ends, args.wait):
+                sys.stdout.write(
+                    f"the live projector did not reach the log end within {args.wait} s\n"
+                )
+                return EXIT_DIFFERENT
+            await store.prune(live)
+            await store.prune(replay.namespace)
+            result = compare(await store.snapshot(live), await store.snapshot(replay.namespace))
+        finally:
+            await store.drop_namespace(replay.namespace)
+    for line in result.differences:
+        sys.stdout.write(line + "\n")
+    sys.stdout.write(
+        f"compared {result.keys_compared} keys of namespace {live} with a rebuild of "
+        f"{replay.records} records: {len(result.differences)} difference(s); "
+        f"{len(result.moved_on)} run(s) moved on since\n"
+    )
+    return EXIT_DIFFERENT if result.differences else 0
+
+
+async def _dump(args: argparse.Namespace) -> int:
+    settings = await resolve_settings(ProjectorSettings())
+    assert settings.redis_url is not None
+    async with RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as store:
+        namespace = await store.live_namespace()
+        stored = (
+            (await store.load_runs(namespace, [args.run_id])).get(args.run_id)
+            if namespace
+            else None
+        )
+    if stored is None:
+        sys.stderr.write(f"agentledger: no view of run {args.run_id}\n")
+        return EXIT_DIFFERENT
+    if args.json:
+        body = {
+            "namespace": namespace,
+            "view": stored.view.model_dump(mode="json"),
+            "parked": [
+                e.model_dump(mode="json") | {"type": type(e).__name__} for e in stored.parked
+            ],
+        }
+        sys.stdout.write(json.dumps(body, indent=2, sort_keys=True) + "\n")
+        return 0
+    view = stored.view
+    sys.stdout.write(
+        f"run {view.run_id} ({view.agent}) status={view.status} cursor={view.cursor}/"
+        f"{len(view.plan)} applied_seq={view.applied_seq} fence={view.fence} "
+        f"steps={len(view.steps)} effects={len(view.effects)} open={len(view.open_effects())} "
+        f"parked={len(stored.parked)} tokens={view.budget.tokens} usd={view.budget.usd:.4f}\n"
+    )
+    return 0

@@ -1,0 +1,142 @@
+"""The projector's direct reader of Kafka: committed records of offset ranges (read_committed).
+
+Used for catch-up (a hole between stored progress and where delivery resumed, a quiet
+partition's tail) and for rebuilds. Group-less: it never commits offsets or joins a group.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from agentledger.bus.admin import kafka_admin
+from agentledger.bus.clients import start_client, stop_client
+from agentledger.errors import ConfigurationError, UnreachableError
+from agentledger.projector.ports import LogReader, Record
+from agentledger.views.store import TopicPartition as Tp
+
+_POLL_MS = 50
+
+
+class KafkaLogReader(LogReader):
+    """A read_committed consumer assigned on demand; an async context manager."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        connect_timeout_ms: int = 10_000,
+        stall_timeout_ms: int = 60_000,
+        client_id: str = "agentledger-projector-reader",
+    ) -> None:
+        self._bootstrap = bootstrap
+        self._connect_timeout_ms = connect_timeout_ms
+        self._stall_timeout_s = stall_timeout_ms / 1000
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            client_id=client_id,
+            max_partition_fetch_bytes=4 * 1024 * 1024,
+        )
+        self._started = False
+        self._stopped = False
+
+    async def __aenter__(self) -> Self:
+        await start_client(
+            self._consumer,
+            bootstrap=self._bootstrap,
+            timeout_ms=self._connect_timeout_ms,
+            role="projector reader",
+        )
+        self._started = True
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Close the consumer (idempotent)."""
+        if self._started and not self._stopped:
+            await stop_client(self._consumer)
+        self._stopped = True
+
+    async def read(
+        self, ranges: Mapping[Tp, tuple[int, int]], chunk: int
+    ) -> AsyncIterator[list[Record]]:
+        """See :meth:`LogReader.read`; raises UnreachableError if no progress for a while."""
+        remaining = {
+            TopicPartition(t, p): end for (t, p), (start, end) in ranges.items() if end > start
+        }
+        if not remaining:
+            return
+        self._consumer.assign(list(remaining))
+        for (topic, partition), (start, _) in ranges.items():
+            tp = TopicPartition(topic, partition)
+            if tp in remaining:
+                self._consumer.seek(tp, start)
+        last_progress = time.monotonic()
+        while remaining:
+            batch = await self._consumer.getmany(*remaining, timeout_ms=_POLL_MS, max_records=chunk)
+            found: list[Record] = []
+            for tp, messages in batch.items():
+                end = remaining.get(tp)
+                if end is None:
+                    continue
+                found.extend(
+                    Record(tp.topic, tp.partition, m.offset, m.key, m.value)
+                    for m in messages
+                    if m.offset < end
+                )
+            for tp in list(remaining):
+                if await self._consumer.position(tp) >= remaining[tp]:
+                    del remaining[tp]
+                    self._consumer.pause(tp)
+            if found:
+                last_progress = time.monotonic()
+                yield found
+            elif remaining and time.monotonic() - last_progress > self._stall_timeout_s:
+                where = {f"{tp.topic}:{tp.partition}": end for tp, end in remaining.items()}
+                raise UnreachableError("Kafka", self._bootstrap, f"no records up to {where}")
+
+    async def end_offsets(self, tps: Sequence[Tp]) -> dict[Tp, int]:
+        """See :meth:`LogReader.end_offsets` (last stable offsets: it reads committed)."""
+        return await self._offsets(tps, end=True)
+
+    async def beginning_offsets(self, tps: Sequence[Tp]) -> dict[Tp, int]:
+        """See :meth:`LogReader.beginning_offsets`."""
+        return await self._offsets(tps, end=False)
+
+    async def _offsets(self, tps: Sequence[Tp], *, end: bool) -> dict[Tp, int]:
+        if not tps:
+            return {}
+        parts = [TopicPartition(t, p) for t, p in tps]
+        try:
+            if end:
+                raw = await self._consumer.end_offsets(parts)
+            else:
+                raw = await self._consumer.beginning_offsets(parts)
+        except KafkaError as e:
+            raise UnreachableError("Kafka", self._bootstrap, f"listing offsets: {e!r}") from e
+        return {(tp.topic, tp.partition): int(offset) for tp, offset in raw.items()}
+
+    async def partitions(self, topics: Sequence[str]) -> list[Tp]:
+        """See :meth:`LogReader.partitions`."""
+        async with kafka_admin(self._bootstrap) as admin:
+            described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
+        found: list[Tp] = []
+        for topic in described:
+            if topic["error_code"] != 0:
+                msg = f"topic {topic['topic']} cannot be described (error {topic['error_code']})"
+                raise ConfigurationError(msg)
+            found.extend((topic["topic"], p["partition"]) for p in topic["partitions"])
+        return sorted(found)

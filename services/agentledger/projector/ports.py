@@ -1,0 +1,60 @@
+"""What the projector reads the log through, and a publisher that drops findings (rebuilds)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from agentledger.bus.port import EventPublisher
+from agentledger.events.models import Event
+from agentledger.views.store import TopicPartition
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of a run topic as consumed (value still encoded)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @property
+    def tp(self) -> TopicPartition:
+        """The record's topic-partition."""
+        return (self.topic, self.partition)
+
+
+class LogReader(ABC):
+    """Reads committed records of given offset ranges (catch-up after a gap, and rebuilds)."""
+
+    @abstractmethod
+    def read(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]], chunk: int
+    ) -> AsyncIterator[list[Record]]:
+        """Every committed record with start <= offset < end, per partition in offset order."""
+
+    @abstractmethod
+    async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The read_committed end (last stable offset) of each partition."""
+
+    @abstractmethod
+    async def beginning_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """The first offset still in each partition."""
+
+    @abstractmethod
+    async def partitions(self, topics: Sequence[str]) -> list[TopicPartition]:
+        """Every partition of ``topics``."""
+
+
+class DiscardingPublisher(EventPublisher):
+    """Counts and drops findings: a rebuild replays history whose findings were already sent."""
+
+    def __init__(self) -> None:
+        self.discarded = 0
+
+    async def publish(self, events: Sequence[Event]) -> None:
+        """Count ``events``."""
+        self.discarded += len(events)

@@ -1,0 +1,228 @@
+"""Where the projector is in each partition, and how it never skips or re-applies a record.
+
+Redis holds the truth: per namespace, each partition's applied-up-to offset ("progress"),
+raised after every batch. Kafka's committed offsets (faust commits them) are only where
+delivery resumes. So whenever delivery (re)starts — a new assignment, a namespace swapped in by
+``views rebuild``, Redis flushed — the first delivered offset is compared with the namespace's
+progress: records below it are skipped (already applied), and a hole above it is filled by
+reading that range directly from Kafka before going on. A quiet partition whose progress stops
+short of the log end (transaction markers, or records a revoked owner never applied) is caught
+up the same way by :meth:`Projector.tick`, so the SDK's resume barrier always completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+
+import structlog
+
+from agentledger.bus.partitioning import partition_for, run_key
+from agentledger.bus.port import EventPublisher
+from agentledger.events.models import Alert, now_ms
+from agentledger.projector.applier import Applier
+from agentledger.projector.findings import gap_alert
+from agentledger.projector.metrics import Metrics
+from agentledger.projector.ports import LogReader, Record
+from agentledger.views.store import TopicPartition, ViewStore
+
+log = structlog.get_logger(__name__)
+
+
+class Projector:
+    """Applies delivered batches in order per partition; one instance per process."""
+
+    def __init__(
+        self,
+        store: ViewStore,
+        reader: LogReader,
+        publisher: EventPublisher,
+        applier: Applier,
+        *,
+        metrics: Metrics,
+        partitions: int,
+        chunk: int = 5000,
+        gap_alert_ms: int = 30_000,
+        namespace: str | None = None,
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._publisher = publisher
+        self._applier = applier
+        self._metrics = metrics
+        self._partitions = partitions
+        self._chunk = chunk
+        self._gap_alert_ms = gap_alert_ms
+        self._fixed_namespace = namespace
+        self._lock = asyncio.Lock()
+        self._namespace: str | None = None
+        self._pos: dict[TopicPartition, int] = {}
+        self._delivering: set[TopicPartition] = set()
+        self._assigned: set[TopicPartition] = set()
+        self._seen_at_tick: dict[TopicPartition, int] = {}
+        self._gap_alerted: set[tuple[str, int]] = set()
+
+    @property
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset to apply in each partition this projector tracks."""
+        return dict(self._pos)
+
+    # --- assignment ---------------------------------------------------------------------
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        """The consumer group gave us ``tps`` (all of our partitions, after a rebalance)."""
+        new = set(tps)
+        for tp in (self._assigned - new) | (new - self._assigned):
+            self._forget(tp)
+        self._assigned = new
+        self._metrics.assigned = set(new)
+
+    def revoke(self, tps: Iterable[TopicPartition]) -> None:
+        """The consumer group took ``tps`` away."""
+        for tp in tps:
+            self._assigned.discard(tp)
+            self._forget(tp)
+        self._metrics.assigned = set(self._assigned)
+
+    async def reset_delivery(self) -> None:
+        """Forget positions and cached views: the next delivery re-anchors on stored progress."""
+        async with self._lock:
+            self._pos.clear()
+            self._delivering.clear()
+            self._seen_at_tick.clear()
+            self._applier.reset()
+
+    def _forget(self, tp: TopicPartition) -> None:
+        self._pos.pop(tp, None)
+        self._delivering.discard(tp)
+        self._seen_at_tick.pop(tp, None)
+        self._metrics.lag.pop(tp, None)
+
+    # --- delivered batches --------------------------------------------------------------
+
+    async def process(self, records: Sequence[Record], *, assigned_only: bool = True) -> None:
+        """Apply a delivered batch (records of each partition in offset order)."""
+        async with self._lock:
+            namespace = await self._current_namespace()
+            by_tp: dict[TopicPartition, list[Record]] = {}
+            for rec in records:
+                if assigned_only and rec.tp not in self._assigned:
+                    continue  # a revoked partition's leftovers: its new owner applies them
+                by_tp.setdefault(rec.tp, []).append(rec)
+            keep: list[Record] = []
+            for tp, recs in by_tp.items():
+                await self._anchor(namespace, tp, first=recs[0].offset)
+                keep.extend(r for r in recs if r.offset >= self._pos[tp])
+            if keep:
+                await self._apply(namespace, keep)
+            self._metrics.batches += 1
+
+    async def _current_namespace(self) -> str:
+        namespace = self._fixed_namespace or await self._store.live_namespace(create=True)
+        if namespace is None:
+            msg = "the view store gave no live namespace"
+            raise RuntimeError(msg)
+        if namespace != self._namespace:
+            if self._namespace is not None:
+                log.info("namespace_switched", old=self._namespace, new=namespace)
+            self._namespace = namespace
+            self._metrics.namespace = namespace
+            self._pos.clear()
+            self._delivering.clear()
+            self._seen_at_tick.clear()
+            self._applier.reset()
+        return namespace
+
+    async def _anchor(self, namespace: str, tp: TopicPartition, *, first: int) -> None:
+        """On the first delivery of ``tp``: skip what is applied, fill a hole before ``first``."""
+        if tp in self._delivering:
+            return
+        start = await self._start_of(namespace, tp)
+        self._delivering.add(tp)
+        if start < first:
+            await self._catch_up(namespace, {tp: (start, first)})
+
+    async def _start_of(self, namespace: str, tp: TopicPartition) -> int:
+        if tp not in self._pos:
+            progress = (await self._store.read_progress(namespace)).get(tp)
+            if progress is None:
+                progress = (await self._reader.beginning_offsets([tp]))[tp]
+            self._pos[tp] = progress
+        return self._pos[tp]
+
+    async def _catch_up(
+        self, namespace: str, ranges: dict[TopicPartition, tuple[int, int]]
+    ) -> None:
+        """Apply every record of ``ranges`` straight from the log, then mark the ranges done."""
+        self._metrics.catch_ups += 1
+        log.debug("catch_up", ranges={f"{t}:{p}": r for (t, p), r in ranges.items()})
+        async for chunk in self._reader.read(ranges, self._chunk):
+            await self._apply(namespace, chunk)
+        ends = {tp: end for tp, (_, end) in ranges.items()}
+        await self._store.record_progress(namespace, ends)
+        for tp, end in ends.items():
+            self._pos[tp] = max(self._pos.get(tp, end), end)
+
+    async def _apply(self, namespace: str, records: Sequence[Record]) -> None:
+        await self._applier.apply(namespace, records)
+        self._metrics.records += len(records)
+        ends: dict[TopicPartition, int] = {}
+        for rec in records:
+            ends[rec.tp] = max(ends.get(rec.tp, 0), rec.offset + 1)
+        await self._store.record_progress(namespace, ends)
+        for tp, end in ends.items():
+            self._pos[tp] = max(self._pos.get(tp, end), end)
+
+    # --- periodic work ------------------------------------------------------------------
+
+    async def tick(self) -> None:
+        """Catch up stalled partitions to the log end, refresh lag, raise gap alerts."""
+        async with self._lock:
+            namespace = await self._current_namespace()
+            tps = sorted(self._assigned)
+            if not tps:
+                return
+            ends = await self._reader.end_offsets(tps)
+            ranges: dict[TopicPartition, tuple[int, int]] = {}
+            for tp in tps:
+                known = tp in self._pos
+                start = await self._start_of(namespace, tp)
+                stalled = known and self._seen_at_tick.get(tp) == start
+                if ends[tp] > start and stalled:
+                    ranges[tp] = (start, ends[tp])
+            if ranges:
+                await self._catch_up(namespace, ranges)
+            self._seen_at_tick = dict(self._pos)
+            self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, 0)) for tp in tps}
+            await self._alert_gaps(namespace)
+
+    async def _alert_gaps(self, namespace: str) -> None:
+        now = now_ms()
+        overdue = await self._store.overdue_parked(namespace, now - self._gap_alert_ms)
+        mine = {p for _, p in self._assigned}
+        candidates = [r for r in overdue if partition_for(run_key(r), self._partitions) in mine]
+        if not candidates:
+            return
+        stored = await self._store.load_runs(namespace, candidates[:100])
+        alerts: list[Alert] = []
+        for run_id, run in stored.items():
+            marker = (run_id, run.view.applied_seq)
+            if not run.parked or marker in self._gap_alerted:
+                continue
+            self._gap_alerted.add(marker)
+            seqs = sorted(e.seq for e in run.parked)
+            log.warning("gap_open", run_id=run_id, applied_seq=run.view.applied_seq, parked=seqs)
+            alerts.append(gap_alert(run_id, run.view.applied_seq, seqs, self._gap_alert_ms))
+        if alerts:
+            await self._publisher.publish(alerts)
+            self._metrics.alerts += len(alerts)
+
+    # --- rebuild ------------------------------------------------------------------------
+
+    async def replay(self, ranges: dict[TopicPartition, tuple[int, int]]) -> None:
+        """Apply ``ranges`` from the log into this projector's namespace (rebuild, verify)."""
+        async with self._lock:
+            namespace = await self._current_namespace()
+            for tp, (start, _) in ranges.items():
+                self._pos.setdefault(tp, start)
+            await self._catch_up(namespace, ranges)

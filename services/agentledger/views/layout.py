@@ -1,0 +1,88 @@
+"""How a RunView is laid out in hashes: pure encode/decode shared by every view store.
+
+The run hash holds the scalar fields (plain strings as-is, everything else compact JSON) plus
+``_parked`` (how many events wait ahead of a gap); ``applied_seq`` and ``_parked`` together are
+the token a writer compares before it replaces the run. Steps and effects live in their own
+hashes, one field per step index / idempotency key, so a batch writes only what it touched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentledger.views.model import EffectView, RunView, StepView
+
+PARKED_FIELD = "_parked"
+_SPLIT_FIELDS = frozenset({"steps", "effects"})
+_RUN_FIELDS: tuple[str, ...] = tuple(n for n in RunView.model_fields if n not in _SPLIT_FIELDS)
+_PLAIN_STR = frozenset(n for n in _RUN_FIELDS if RunView.model_fields[n].annotation is str)
+
+#: (applied_seq, parked count) of a stored run; None = nothing stored.
+Token = tuple[int, int] | None
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+
+
+def encode_run(view: RunView, parked: int) -> dict[str, bytes]:
+    """The run hash of ``view`` with ``parked`` events waiting."""
+    data = view.model_dump(mode="json", include=set(_RUN_FIELDS))
+    fields = {
+        name: (data[name].encode() if name in _PLAIN_STR else _json(data[name]))
+        for name in _RUN_FIELDS
+    }
+    fields[PARKED_FIELD] = str(parked).encode()
+    return fields
+
+
+def encode_step(step: StepView) -> bytes:
+    """One field value of the steps hash."""
+    return step.model_dump_json().encode()
+
+
+def encode_effect(effect: EffectView) -> bytes:
+    """One field value of the effects hash."""
+    return effect.model_dump_json().encode()
+
+
+def token_of(run_hash: dict[bytes, bytes] | dict[str, bytes]) -> Token:
+    """The (applied_seq, parked) token of a stored run hash; None if the hash is empty."""
+    if not run_hash:
+        return None
+    text = {_text(k): v for k, v in run_hash.items()}
+    return int(text.get("applied_seq", b"0")), int(text.get(PARKED_FIELD, b"0"))
+
+
+def token_args(token: Token) -> tuple[bytes, bytes]:
+    """The token as the two script arguments the run script compares (empty = no run)."""
+    if token is None:
+        return b"", b""
+    return str(token[0]).encode(), str(token[1]).encode()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def decode_run(
+    run_hash: dict[Any, bytes],
+    steps: dict[Any, bytes],
+    effects: dict[Any, bytes],
+) -> RunView:
+    """Rebuild the view from its three hashes (unknown fields of newer writers are ignored)."""
+    data: dict[str, Any] = {}
+    for raw_name, raw_value in run_hash.items():
+        name = _text(raw_name)
+        if name not in RunView.model_fields or name in _SPLIT_FIELDS:
+            continue
+        value = _text(raw_value)
+        data[name] = value if name in _PLAIN_STR else json.loads(value)
+    view = RunView.model_validate(data)
+    for raw_step, raw in steps.items():
+        step = StepView.model_validate_json(raw)
+        view.steps[int(_text(raw_step))] = step
+    for raw_key, raw in effects.items():
+        view.effects[_text(raw_key)] = EffectView.model_validate_json(raw)
+    return view

@@ -1,0 +1,433 @@
+"""The Redis view store: one Lua script per run write, indexes and progress right after."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agentledger.bus.port import Position
+from agentledger.errors import UnreachableError
+from agentledger.events.codec import EventCodec
+from agentledger.events.models import RunEvent, now_ms
+from agentledger.views.keys import STATUSES, Keys, SpaceKeys, parse_progress_field, progress_field
+from agentledger.views.layout import (
+    decode_run,
+    encode_effect,
+    encode_run,
+    encode_step,
+    token_args,
+    token_of,
+)
+from agentledger.views.model import RunView
+from agentledger.views.scripts import RAISE_PROGRESS, WRITE_RUN
+from agentledger.views.store import (
+    IndexUpdate,
+    OpenIntent,
+    RunWrite,
+    SnapshotValue,
+    StoredRun,
+    TopicPartition,
+    ViewStore,
+    WriteOutcome,
+)
+from agentledger.views.support import intent_member, parse_intent_member, retention_ttl
+
+_SCAN_COUNT = 1000
+_PIPELINE_CHUNK = 500
+
+
+class RedisViewStore(ViewStore):
+    """Views in Redis under ``<key_prefix>:<namespace>:{RUN}:…`` (see :mod:`.keys`).
+
+    ``retention_ms`` (None = forever) is how long a finished run's keys outlive its end.
+    """
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        *,
+        key_prefix: str,
+        codec: EventCodec | None = None,
+        retention_ms: int | None = None,
+        owns_client: bool = False,
+        url: str = "redis",
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self._redis = client
+        self._keys = Keys(key_prefix)
+        self._codec = codec or EventCodec()
+        self._retention_ms = retention_ms
+        self._owns = owns_client
+        self._url = url
+        self._shas: dict[str, str] = {}
+        self._closed = False
+        self._clock = clock
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        key_prefix: str,
+        codec: EventCodec | None = None,
+        retention_ms: int | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> RedisViewStore:
+        """A store owning a new client for ``url`` (closed by :meth:`close`)."""
+        client = aioredis.Redis.from_url(url, decode_responses=False)
+        return cls(
+            client,
+            key_prefix=key_prefix,
+            codec=codec,
+            retention_ms=retention_ms,
+            owns_client=True,
+            url=url,
+            clock=clock,
+        )
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._redis.ping()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as e:
+            await self.close()
+            raise UnreachableError("Redis", self._url, "is redis-server running?") from e
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the client if this store owns it (idempotent)."""
+        if not self._closed and self._owns:
+            await self._redis.aclose()
+        self._closed = True
+
+    @property
+    def keys(self) -> Keys:
+        """The key names this store uses."""
+        return self._keys
+
+    @property
+    def client(self) -> aioredis.Redis:
+        """The underlying client (benchmarks and operators' tools)."""
+        return self._redis
+
+    # --- scripts ------------------------------------------------------------------------
+
+    async def _sha(self, script: str) -> str:
+        sha = self._shas.get(script)
+        if sha is None:
+            sha = str(await self._redis.script_load(script))
+            self._shas[script] = sha
+        return sha
+
+    async def _run_pipeline(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+        """EVALSHA each (script, keys, args) in one pipeline; reload scripts once if flushed."""
+        for attempt in (1, 2):
+            pipe = self._redis.pipeline(transaction=False)
+            for script, keys, args in calls:
+                pipe.evalsha(await self._sha(script), len(keys), *keys, *args)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                self._shas.clear()
+        return []
+
+    # --- namespaces ---------------------------------------------------------------------
+
+    async def live_namespace(self, *, create: bool = False) -> str | None:
+        """See :meth:`ViewStore.live_namespace`."""
+        raw = await self._redis.get(self._keys.pointer)
+        if raw is None and create:
+            fresh = await self.create_namespace()
+            await self._redis.set(self._keys.pointer, fresh, nx=True)
+            raw = await self._redis.get(self._keys.pointer)
+        return None if raw is None else _text(raw)
+
+    async def create_namespace(self) -> str:
+        """See :meth:`ViewStore.create_namespace`."""
+        name = f"v{secrets.token_hex(4)}"
+        await self._redis.zadd(self._keys.registry, {name: self._clock()})
+        return name
+
+    async def swap(self, namespace: str) -> str | None:
+        """See :meth:`ViewStore.swap`."""
+        old = await self._redis.set(self._keys.pointer, namespace, get=True)
+        return None if old is None else _text(old)
+
+    async def drop_namespace(self, namespace: str) -> int:
+        """See :meth:`ViewStore.drop_namespace`."""
+        if namespace == await self.live_namespace():
+            return 0
+        deleted = 0
+        async for chunk in self._scan_chunks(self._keys.space(namespace).pattern):
+            deleted += int(await self._redis.unlink(*chunk))
+        await self._redis.zrem(self._keys.registry, namespace)
+        return deleted
+
+    async def namespaces(self) -> list[str]:
+        """See :meth:`ViewStore.namespaces`."""
+        return _texts(await self._redis.zrange(self._keys.registry, 0, -1))
+
+    async def _scan_chunks(self, pattern: str) -> Any:
+        chunk: list[bytes] = []
+        async for key in self._redis.scan_iter(match=pattern, count=_SCAN_COUNT):
+            chunk.append(key)
+            if len(chunk) >= _PIPELINE_CHUNK:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
+    # --- runs ---------------------------------------------------------------------------
+
+    async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
+        """See :meth:`ViewStore.load_runs`."""
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id in run_ids:
+            for key in space.run_keys(run_id):
+                pipe.hgetall(key)
+        raw = await pipe.execute()
+        found: dict[str, StoredRun] = {}
+        for i, run_id in enumerate(run_ids):
+            run_hash, steps, effects, parked = raw[4 * i : 4 * i + 4]
+            token = token_of(run_hash)
+            if token is None:
+                continue
+            events = [self._decode_parked(v) for v in parked.values()]
+            found[run_id] = StoredRun(decode_run(run_hash, steps, effects), events, token)
+        return found
+
+    def _decode_parked(self, value: bytes) -> RunEvent:
+        event = self._codec.decode(value)
+        if not isinstance(event, RunEvent):
+            msg = f"parked record is a {type(event).__name__}, not a run event"
+            raise TypeError(msg)
+        return event
+
+    async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
+        """See :meth:`ViewStore.write_runs`."""
+        space = self._keys.space(namespace)
+        now = self._clock()
+        calls = [(WRITE_RUN, space.run_keys(w.run_id), self._write_args(w, now)) for w in writes]
+        outcome = WriteOutcome()
+        for write, result in zip(writes, await self._run_pipeline(calls), strict=True):
+            if result == 0:
+                outcome.conflicts.add(write.run_id)
+            elif result == 2:
+                outcome.expired.add(write.run_id)
+        return outcome
+
+    def _write_args(self, write: RunWrite, now: int) -> list[Any]:
+        view = write.view
+        ttl = retention_ttl(view, self._retention_ms, now)
+        run_fields = encode_run(view, len(write.parked))
+        steps = {str(i): encode_step(view.steps[i]) for i in sorted(write.steps) if i in view.steps}
+        effects = {
+            k: encode_effect(view.effects[k]) for k in sorted(write.effects) if k in view.effects
+        }
+        parked = (
+            {e.event_id: self._codec.encode(e) for e in write.parked}
+            if write.parked_changed
+            else {}
+        )
+        expected_applied, expected_parked = token_args(write.expected)
+        args: list[Any] = [
+            expected_applied,
+            expected_parked,
+            "" if ttl is None else str(ttl),
+            len(run_fields),
+            len(steps),
+            len(effects),
+            "1" if write.parked_changed else "0",
+            len(parked),
+        ]
+        for mapping in (run_fields, steps, effects, parked):
+            for name, value in mapping.items():
+                args.extend((name, value))
+        return args
+
+    # --- indexes and progress -----------------------------------------------------------
+
+    async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
+        """See :meth:`ViewStore.update_indexes` (one MULTI: the index keys share a slot)."""
+        if not updates:
+            return
+        space = self._keys.space(namespace)
+        now = self._clock()
+        pipe = self._redis.pipeline(transaction=True)
+        for u in updates:
+            drops = STATUSES if u.status is None else u.drop_statuses
+            for status in drops:
+                if status != u.status:
+                    pipe.zrem(space.status_index(status), u.run_id)
+            if u.status is not None:
+                pipe.zadd(space.status_index(u.status), {u.run_id: u.updated_at})
+            if u.open_intents:
+                members = {intent_member(u.run_id, k): t for k, t in u.open_intents.items()}
+                pipe.zadd(space.intents_index, members)
+            if u.closed_intents:
+                closed = [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
+                pipe.zrem(space.intents_index, *closed)
+            if u.parked and u.status is not None:
+                pipe.zadd(space.parked_index, {u.run_id: now}, nx=True)
+            else:
+                pipe.zrem(space.parked_index, u.run_id)
+        await pipe.execute()
+
+    async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """See :meth:`ViewStore.record_progress`."""
+        if not offsets:
+            return
+        args: list[Any] = []
+        for (topic, partition), offset in sorted(offsets.items()):
+            args.extend((progress_field(topic, partition), offset))
+        await self._run_pipeline([(RAISE_PROGRESS, [self._keys.space(namespace).progress], args)])
+
+    async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
+        """See :meth:`ViewStore.read_progress`."""
+        raw = await self._redis.hgetall(self._keys.space(namespace).progress)
+        return {parse_progress_field(_text(k)): int(v) for k, v in raw.items()}
+
+    async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
+        """See :meth:`ViewStore.overdue_parked`."""
+        key = self._keys.space(namespace).parked_index
+        return _texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
+
+    async def prune(self, namespace: str) -> int:
+        """See :meth:`ViewStore.prune`."""
+        space = self._keys.space(namespace)
+        members: set[str] = set()
+        for status in STATUSES:
+            members.update(_texts(await self._redis.zrange(space.status_index(status), 0, -1)))
+        intents = _texts(await self._redis.zrange(space.intents_index, 0, -1))
+        members.update(parse_intent_member(m)[0] for m in intents)
+        ordered = sorted(members)
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id in ordered:
+            pipe.exists(space.run(run_id))
+        gone = [r for r, exists in zip(ordered, await pipe.execute(), strict=True) if not exists]
+        if gone:
+            gone_set = set(gone)
+            closed = [m for m in intents if parse_intent_member(m)[0] in gone_set]
+            await self.update_indexes(
+                namespace,
+                [IndexUpdate(run_id=r, status=None) for r in gone],
+            )
+            if closed:
+                await self._redis.zrem(space.intents_index, *closed)
+        return len(gone)
+
+    # --- verify -------------------------------------------------------------------------
+
+    async def snapshot(self, namespace: str) -> dict[str, SnapshotValue]:
+        """See :meth:`ViewStore.snapshot`."""
+        space = self._keys.space(namespace)
+        result: dict[str, SnapshotValue] = {}
+        async for chunk in self._scan_chunks(space.pattern):
+            names = [k.decode() for k in chunk if k.decode() != space.progress]
+            result.update(await self._snapshot_keys(space, names))
+        return result
+
+    async def _snapshot_keys(self, space: SpaceKeys, names: list[str]) -> dict[str, SnapshotValue]:
+        pipe = self._redis.pipeline(transaction=False)
+        for name in names:
+            pipe.type(name)
+            pipe.pttl(name)
+        meta = await pipe.execute()
+        pipe = self._redis.pipeline(transaction=False)
+        for i, name in enumerate(names):
+            kind = meta[2 * i].decode()
+            if kind == "hash":
+                pipe.hgetall(name)
+            elif kind == "zset":
+                pipe.zrange(name, 0, -1, withscores=True)
+            else:
+                pipe.get(name)
+        values = await pipe.execute()
+        out: dict[str, SnapshotValue] = {}
+        for i, name in enumerate(names):
+            kind = meta[2 * i].decode()
+            has_ttl = int(meta[2 * i + 1]) > 0
+            value = values[i]
+            content: object
+            if kind == "hash":
+                content = {k.decode(): v for k, v in value.items()}
+            elif kind == "zset":
+                pairs = [(m.decode(), float(s)) for m, s in value]
+                parked = name == space.parked_index
+                content = sorted(m for m, _ in pairs) if parked else sorted(pairs)
+            else:
+                content = value
+            out[space.relative(name)] = (kind, content, has_ttl)
+        return out
+
+    # --- read side ----------------------------------------------------------------------
+
+    async def load(self, run_id: str) -> RunView | None:
+        """See :meth:`ViewReader.load`."""
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return None
+        stored = (await self.load_runs(namespace, [run_id])).get(run_id)
+        return None if stored is None else stored.view
+
+    async def progress(self, positions: list[Position]) -> bool:
+        """See :meth:`ViewReader.progress`."""
+        wanted = [p for p in positions if p.offset > 0]
+        if not wanted:
+            return True
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return False
+        fields = [progress_field(p.topic, p.partition) for p in wanted]
+        raw = await self._redis.hmget(self._keys.space(namespace).progress, fields)
+        return all(v is not None and int(v) >= p.offset for p, v in zip(wanted, raw, strict=True))
+
+    async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
+        """See :meth:`ViewReader.runs_by_status` (least recently updated first)."""
+        namespace = await self.live_namespace()
+        if namespace is None or limit <= 0:
+            return []
+        key = self._keys.space(namespace).status_index(status)
+        return _texts(await self._redis.zrange(key, 0, limit - 1))
+
+    async def open_intents(
+        self, older_than: int | None = None, limit: int = 1000
+    ) -> list[OpenIntent]:
+        """See :meth:`ViewReader.open_intents`."""
+        namespace = await self.live_namespace()
+        if namespace is None or limit <= 0:
+            return []
+        key = self._keys.space(namespace).intents_index
+        top = "+inf" if older_than is None else f"({older_than}"
+        raw: list[Any] = list(
+            await self._redis.zrangebyscore(key, "-inf", top, start=0, num=limit, withscores=True)
+        )
+        found = []
+        for member, score in raw:
+            run_id, idem = parse_intent_member(_text(member))
+            found.append(OpenIntent(run_id=run_id, idempotency_key=idem, intended_at=int(score)))
+        return found
+
+
+def _text(value: object) -> str:
+    """A Redis reply item as text (replies are bytes: the client does not decode)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _texts(values: object) -> list[str]:
+    """A Redis list reply as texts."""
+    return [_text(v) for v in cast(list[object], values)]

@@ -1,0 +1,56 @@
+"""Lua scripts of the Redis view store; each touches the keys of one hash slot only."""
+
+from __future__ import annotations
+
+#: Replace one run atomically if its (applied_seq, _parked) token is still the expected one.
+#: KEYS: run, steps, effects, parked.  ARGV: expected applied_seq, expected parked count,
+#: ttl ms ('' = keep forever, <= 0 = delete the run), #run fields, #steps, #effects,
+#: replace parked ('1'/'0'), #parked, then the field/value pairs in that order.
+#: Returns 1 written, 0 conflict, 2 deleted (past retention).
+WRITE_RUN = """
+local cur_a = redis.call('HGET', KEYS[1], 'applied_seq') or ''
+local cur_p = redis.call('HGET', KEYS[1], '_parked') or ''
+if cur_a ~= ARGV[1] or cur_p ~= ARGV[2] then
+  return 0
+end
+local ttl = ARGV[3]
+if ttl ~= '' and tonumber(ttl) <= 0 then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  return 2
+end
+local pos = 9
+local function hset_pairs(key, n)
+  local done = 0
+  while done < n do
+    local take = math.min(n - done, 1000)
+    local first = pos + 2 * done
+    redis.call('HSET', key, unpack(ARGV, first, first + 2 * take - 1))
+    done = done + take
+  end
+  pos = pos + 2 * n
+end
+hset_pairs(KEYS[1], tonumber(ARGV[4]))
+hset_pairs(KEYS[2], tonumber(ARGV[5]))
+hset_pairs(KEYS[3], tonumber(ARGV[6]))
+if ARGV[7] == '1' then
+  redis.call('DEL', KEYS[4])
+  hset_pairs(KEYS[4], tonumber(ARGV[8]))
+end
+if ttl ~= '' then
+  for k = 1, 4 do
+    redis.call('PEXPIRE', KEYS[k], ttl)
+  end
+end
+return 1
+"""
+
+#: Raise progress offsets, never lower them.  KEYS: progress hash.  ARGV: field, offset pairs.
+RAISE_PROGRESS = """
+for i = 1, #ARGV, 2 do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  if not cur or tonumber(cur) < tonumber(ARGV[i + 1]) then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+return 1
+"""

@@ -1,0 +1,330 @@
+"""The view-store contract: every ViewStore (memory, Redis) behaves the same, key for key."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+
+from agentledger.bus.port import Position
+from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunStarted, StepStarted
+from agentledger.events.models import RunEvent
+from agentledger.settings import CommonSettings
+from agentledger.views import RunView, fold
+from agentledger.views.memory_store import MemoryViewStore
+from agentledger.views.redis_store import RedisViewStore
+from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
+
+DAY = 24 * 3600 * 1000
+
+
+class Clock:
+    """A settable epoch-ms clock shared with the memory store."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def env(run: str, seq: int, fence: int = 1, at: int = 0) -> dict[str, object]:
+    return {"run_id": run, "seq": seq, "fence": fence, "worker_id": "w", "occurred_at": at or seq}
+
+
+def run_events(run: str, *, finished_at: int | None = None) -> list[RunEvent]:
+    events: list[RunEvent] = [
+        RunStarted(**env(run, 1), agent="a", plan=["a", "b"]),  # type: ignore[arg-type]
+        StepStarted(**env(run, 2), step=0, step_name="a", attempt=1),  # type: ignore[arg-type]
+        EffectIntended(
+            **env(run, 3, at=30),  # type: ignore[arg-type]
+            step=0,
+            ordinal=0,
+            effect="pay",
+            provider="p",
+            kind="payments",
+            idempotency_key=f"{run}:k0",
+            identity_hash="i",
+            payload_hash="h",
+        ),
+    ]
+    if finished_at is not None:
+        events.append(
+            EffectRecorded(
+                **env(run, 4),  # type: ignore[arg-type]
+                step=0,
+                effect="pay",
+                idempotency_key=f"{run}:k0",
+                outcome="succeeded",
+            )
+        )
+        events.append(RunFinished(**env(run, 5, at=finished_at), status="succeeded"))  # type: ignore[arg-type]
+    return events
+
+
+def write_of(stored: StoredRun | None, run: str, events: list[RunEvent]) -> RunWrite:
+    """Fold ``events`` onto the stored run, as the projector does."""
+    base = stored.view if stored else RunView(run_id=run)
+    parked = stored.parked if stored else []
+    result = fold(base, parked + events)
+    return RunWrite(
+        run_id=run,
+        expected=stored.token if stored else None,
+        view=result.view,
+        steps=result.touched_steps,
+        effects=result.touched_effects,
+        parked=result.parked,
+        parked_changed=True,
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
+def backend(request: pytest.FixtureRequest) -> CommonSettings | None:
+    """None for the memory store, else settings on the real stack."""
+    if request.param == "memory":
+        return None
+    settings: CommonSettings = request.getfixturevalue("ledger_settings")
+    return settings
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def store(backend: CommonSettings | None, clock: Clock) -> AsyncIterator[ViewStore]:
+    """One store of each implementation, with a 1-day retention."""
+    if backend is None:
+        async with MemoryViewStore(key_prefix="c", retention_ms=DAY, clock=clock) as mem:
+            yield mem
+        return
+    assert backend.redis_url is not None
+    async with RedisViewStore.from_url(
+        backend.redis_url, key_prefix=backend.key_prefix, retention_ms=DAY, clock=clock
+    ) as red:
+        yield red
+
+
+async def live(store: ViewStore) -> str:
+    ns = await store.live_namespace(create=True)
+    assert ns is not None
+    return ns
+
+
+async def put(store: ViewStore, ns: str, run: str, events: list[RunEvent]) -> RunWrite:
+    stored = (await store.load_runs(ns, [run])).get(run)
+    write = write_of(stored, run, events)
+    outcome = await store.write_runs(ns, [write])
+    assert not outcome.conflicts
+    return write
+
+
+async def test_written_run_loads_back_equal(store: ViewStore) -> None:
+    """A run written once loads back as the same view, through the live pointer too."""
+    ns = await live(store)
+    assert await store.load("r1") is None
+    write = await put(store, ns, "r1", run_events("r1"))
+    loaded = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert loaded.view == write.view
+    assert loaded.token == (3, 0)
+    assert await store.load("r1") == write.view
+
+
+async def test_write_with_a_moved_token_is_a_conflict_and_changes_nothing(
+    store: ViewStore,
+) -> None:
+    """Two writers folding from the same token: the second is told, its write is dropped."""
+    ns = await live(store)
+    events = run_events("r1")
+    first = write_of(None, "r1", events[:2])
+    second = write_of(None, "r1", events[:1])
+    assert not (await store.write_runs(ns, [first])).conflicts
+    outcome = await store.write_runs(ns, [second])
+    assert outcome.conflicts == {"r1"}
+    assert (await store.load_runs(ns, ["r1"]))["r1"].view == first.view
+
+
+async def test_parked_events_are_stored_with_the_run_and_count_in_its_token(
+    store: ViewStore,
+) -> None:
+    """Events ahead of a gap are kept with the run and come back for the next fold."""
+    ns = await live(store)
+    events = run_events("r1")
+    await put(store, ns, "r1", [events[0], events[2]])
+    stored = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert stored.token == (1, 1)
+    assert [e.seq for e in stored.parked] == [3]
+    await put(store, ns, "r1", [events[1]])
+    stored = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert stored.token == (3, 0)
+    assert stored.parked == []
+    assert "{r1}:parked" not in await store.snapshot(ns)
+
+
+async def test_only_touched_steps_and_effects_are_rewritten(store: ViewStore) -> None:
+    """A write leaves untouched steps and effects as they were stored."""
+    ns = await live(store)
+    write = await put(store, ns, "r1", run_events("r1"))
+    stored = (await store.load_runs(ns, ["r1"]))["r1"]
+    view = stored.view.model_copy(deep=True)
+    view.steps[0].name = "changed-but-untouched"
+    view.applied_seq = 4
+    partial = RunWrite(run_id="r1", expected=stored.token, view=view, steps=set(), effects=set())
+    assert not (await store.write_runs(ns, [partial])).conflicts
+    again = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert again.view.steps[0].name == write.view.steps[0].name
+    assert again.view.applied_seq == 4
+
+
+async def test_finished_runs_get_a_ttl_and_runs_past_retention_are_deleted(
+    store: ViewStore, clock: Clock
+) -> None:
+    """Retention: a finished run's keys expire; one already past retention is not stored."""
+    ns = await live(store)
+    clock.now = 10 * DAY
+    await put(store, ns, "fresh", run_events("fresh", finished_at=clock.now - 1000))
+    snap = await store.snapshot(ns)
+    assert snap["{fresh}:run"][2]
+    assert snap["{fresh}:effects"][2]
+    await put(store, ns, "open", run_events("open"))
+    assert not (await store.snapshot(ns))["{open}:run"][2]
+    old = write_of(None, "old", run_events("old", finished_at=clock.now - 2 * DAY))
+    outcome = await store.write_runs(ns, [old])
+    assert outcome.expired == {"old"}
+    assert "old" not in await store.load_runs(ns, ["old"])
+
+
+async def test_indexes_list_runs_by_status_and_open_intents_oldest_first(
+    store: ViewStore,
+) -> None:
+    """Status moves and intent closes are reflected; cut-off and limit apply."""
+    ns = await live(store)
+    await store.update_indexes(
+        ns,
+        [
+            IndexUpdate("a", "running", 20, open_intents={"ka": 50}),
+            IndexUpdate("b", "running", 10, open_intents={"kb": 40, "kb2": 60}),
+        ],
+    )
+    assert await store.runs_by_status("running") == ["b", "a"]
+    assert [i.idempotency_key for i in await store.open_intents()] == ["kb", "ka", "kb2"]
+    assert [i.idempotency_key for i in await store.open_intents(older_than=50)] == ["kb"]
+    assert len(await store.open_intents(limit=2)) == 2
+    await store.update_indexes(
+        ns,
+        [
+            IndexUpdate(
+                "b", "succeeded", 30, drop_statuses=("running",), closed_intents=frozenset({"kb"})
+            )
+        ],
+    )
+    assert await store.runs_by_status("running") == ["a"]
+    assert await store.runs_by_status("succeeded") == ["b"]
+    intents = await store.open_intents()
+    assert [(i.run_id, i.idempotency_key, i.intended_at) for i in intents] == [
+        ("a", "ka", 50),
+        ("b", "kb2", 60),
+    ]
+    await store.update_indexes(ns, [IndexUpdate("b", None)])
+    assert await store.runs_by_status("succeeded") == []
+
+
+async def test_parked_index_reports_runs_parked_before_a_time(
+    store: ViewStore, clock: Clock
+) -> None:
+    """A run stays in the parked index from when it first parked until it is un-parked."""
+    ns = await live(store)
+    await store.update_indexes(ns, [IndexUpdate("p", "running", 1, parked=True)])
+    far_future = 2**50
+    assert await store.overdue_parked(ns, far_future) == ["p"]
+    assert await store.overdue_parked(ns, 0) == []
+    await store.update_indexes(ns, [IndexUpdate("p", "running", 2, parked=False)])
+    assert await store.overdue_parked(ns, far_future) == []
+
+
+async def test_progress_only_rises_and_answers_the_resume_barrier(store: ViewStore) -> None:
+    """Recorded offsets never go back; progress() is True once every position is reached."""
+    assert not await store.progress([Position("t", 0, 5)])
+    assert await store.progress([Position("t", 0, 0)])
+    ns = await live(store)
+    await store.record_progress(ns, {("t", 0): 10, ("t", 1): 3})
+    await store.record_progress(ns, {("t", 0): 7})
+    assert await store.read_progress(ns) == {("t", 0): 10, ("t", 1): 3}
+    assert await store.progress([Position("t", 0, 10), Position("t", 1, 3)])
+    assert not await store.progress([Position("t", 0, 10), Position("t", 1, 4)])
+    assert not await store.progress([Position("t", 2, 1)])
+
+
+async def test_swap_points_readers_at_another_namespace_in_one_step(store: ViewStore) -> None:
+    """Readers follow the pointer; the old namespace can then be dropped, the live one cannot."""
+    old = await live(store)
+    assert await store.live_namespace(create=True) == old
+    await put(store, old, "r1", run_events("r1")[:1])
+    fresh = await store.create_namespace()
+    assert fresh != old
+    assert await store.load("r1") is not None
+    assert await store.swap(fresh) == old
+    assert await store.live_namespace() == fresh
+    assert await store.load("r1") is None
+    assert await store.drop_namespace(fresh) == 0
+    assert await store.drop_namespace(old) >= 1
+    assert await store.snapshot(old) == {}
+    assert await store.namespaces() == [fresh]
+
+
+async def test_prune_drops_index_entries_of_runs_whose_keys_are_gone(store: ViewStore) -> None:
+    """Index members of a run whose keys no longer exist are removed by prune."""
+    ns = await live(store)
+    await put(store, ns, "kept", run_events("kept"))
+    await store.update_indexes(
+        ns,
+        [
+            IndexUpdate("kept", "running", 1, open_intents={"kept:k0": 30}),
+            IndexUpdate("gone", "succeeded", 1, open_intents={"g": 5}),
+        ],
+    )
+    assert await store.prune(ns) == 1
+    assert await store.runs_by_status("succeeded") == []
+    assert [i.run_id for i in await store.open_intents()] == ["kept"]
+
+
+StoreFactory = Callable[[], ViewStore]
+
+
+@pytest.mark.integration
+async def test_memory_and_redis_stores_lay_out_the_same_keys_and_values(
+    ledger_settings: CommonSettings, clock: Clock
+) -> None:
+    """The same writes give equal snapshots in both stores (the memory store is a faithful twin)."""
+    assert ledger_settings.redis_url is not None
+    clock.now = 10 * DAY
+    async with (
+        MemoryViewStore(key_prefix="m", retention_ms=DAY, clock=clock) as mem,
+        RedisViewStore.from_url(
+            ledger_settings.redis_url,
+            key_prefix=ledger_settings.key_prefix,
+            retention_ms=DAY,
+            clock=clock,
+        ) as red,
+    ):
+        snaps = []
+        events = run_events("r1", finished_at=clock.now - 5)
+        others = run_events("r2")[1:]
+        for st in (mem, red):
+            ns = await live(st)
+            await put(st, ns, "r1", [events[0], events[2]])
+            await put(st, ns, "r1", events[1:])
+            await put(st, ns, "r2", others)
+            await st.update_indexes(
+                ns,
+                [
+                    IndexUpdate("r1", "succeeded", 5, drop_statuses=("running",)),
+                    IndexUpdate("r2", "new", 2, open_intents={"r2:k0": 30}, parked=True),
+                ],
+            )
+            await st.record_progress(ns, {("t", 0): 3})
+            snaps.append(await st.snapshot(ns))
+        assert snaps[0] == snaps[1]
+        assert "{r2}:parked" in snaps[0]
