@@ -271,5 +271,5 @@ async def _send(
         external_ref=answer.external_ref,
         response_hash=answer.response_hash,
     )
-    session.log.info("effect_performed", step=step, effect=name, key=key, ref=answer.external_ref)
+    session.log.debug("effect_performed", step=step, effect=name, key=key, ref=answer.external_ref)
     return _result(session.view.effects[key], replayed=False)

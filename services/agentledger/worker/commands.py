@@ -1,0 +1,110 @@
+"""``agentledger demo`` (the README's main job) and the demo's worker process ``demo-worker``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from agentledger.stack.resolve import resolve_settings
+from agentledger.worker.demo_plan import KILL_AT, render
+from agentledger.worker.demo_runner import DemoOptions, run_demo
+from agentledger.worker.demo_worker import work
+from agentledger.worker.settings import WorkerSettings
+
+EXIT_FAILED = 1
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``demo`` and the hidden ``demo-worker``."""
+    demo = subparsers.add_parser(
+        "demo",
+        help="run the refund agent, SIGKILL its worker, wipe Redis, resume, verify every effect",
+        description=(
+            "Runs --runs refund-agent runs on the local stack against a sandbox provider. With "
+            "--kill-at the worker process SIGKILLs itself at the chosen point (hit picked by "
+            "--seed); Redis is then flushed (FLUSHALL, or --flush namespace) and every run is "
+            "resumed in a brand-new process. Exits 1 if an effect was performed twice or never, "
+            "or if an outcome or the cost differs from an uninterrupted run of the same seed."
+        ),
+    )
+    demo.add_argument("--runs", type=int, default=5, help="how many runs (default 5)")
+    demo.add_argument("--kill-at", choices=sorted(KILL_AT), default=None)
+    demo.add_argument("--seed", type=int, default=1, help="picks the orders and the kill hit")
+    demo.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="stop after the kill and leave the runs to the fleet and the reconciler",
+    )
+    demo.add_argument("--run-prefix", default=None, help="run ids <prefix>-000 … (default unique)")
+    demo.add_argument("--provider-url", default=None, help="a sandbox-compatible provider")
+    demo.add_argument(
+        "--flush",
+        choices=("all", "namespace"),
+        default="all",
+        help="FLUSHALL Redis (default), or delete only this deployment's key prefix",
+    )
+    demo.add_argument("--concurrency", type=int, default=16, help="runs in flight per worker")
+    demo.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    demo.set_defaults(run=_demo)
+
+    child = subparsers.add_parser("demo-worker", help=argparse.SUPPRESS)
+    child.add_argument("--kafka-bootstrap", required=True)
+    child.add_argument("--redis-url", required=True)
+    child.add_argument("--topic-prefix", required=True)
+    child.add_argument("--key-prefix", required=True)
+    child.add_argument("--run-partitions", type=int, required=True)
+    child.add_argument("--state-dir", type=Path, required=True)
+    child.add_argument("--provider-url", required=True)
+    child.add_argument("--seed", type=int, required=True)
+    child.add_argument("--transactional-id", required=True)
+    child.add_argument("--concurrency", type=int, default=16)
+    child.add_argument("--kill-point", default=None)
+    child.add_argument("--kill-hit", type=int, default=1)
+    child.add_argument("run_ids", nargs="+")
+    child.set_defaults(run=_demo_worker)
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    settings = await resolve_settings(WorkerSettings())
+    options = DemoOptions(
+        runs=args.runs,
+        kill_at=args.kill_at,
+        seed=args.seed,
+        resume=not args.no_resume,
+        run_prefix=args.run_prefix,
+        provider_url=args.provider_url,
+        flush=args.flush,
+        concurrency=args.concurrency,
+    )
+    report = await run_demo(settings, options)
+    if args.json:
+        sys.stdout.write(json.dumps(report.as_json(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render(report) + "\n")
+    return 0 if report.ok else EXIT_FAILED
+
+
+async def _demo_worker(args: argparse.Namespace) -> int:
+    settings = WorkerSettings(
+        kafka_bootstrap=args.kafka_bootstrap,
+        redis_url=args.redis_url,
+        topic_prefix=args.topic_prefix,
+        key_prefix=args.key_prefix,
+        run_partitions=args.run_partitions,
+        state_dir=args.state_dir,
+        transactional_id=args.transactional_id,
+        kill_point=args.kill_point,
+        kill_hit=args.kill_hit,
+        use_views=False,
+    )
+    outcome = await work(
+        settings,
+        args.run_ids,
+        seed=args.seed,
+        provider_url=args.provider_url,
+        concurrency=args.concurrency,
+    )
+    sys.stdout.write(json.dumps(outcome, sort_keys=True) + "\n")
+    return 0 if all(not v.startswith("error") for v in outcome.values()) else EXIT_FAILED

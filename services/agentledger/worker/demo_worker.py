@@ -1,0 +1,56 @@
+"""The demo's worker process: runs (or resumes) every demo run; may SIGKILL itself on purpose."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import structlog
+
+from agentledger.errors import AgentLedgerError
+from agentledger.providers.http import HttpProvider
+from agentledger.worker.demo import refund_agent, spec_for
+from agentledger.worker.ledger import Ledger
+from agentledger.worker.settings import WorkerSettings
+from agentledger.worker.wiring import WorkerPorts
+
+_log = structlog.get_logger("agentledger.demo")
+
+
+async def work(
+    settings: WorkerSettings,
+    run_ids: Sequence[str],
+    *,
+    seed: int,
+    provider_url: str,
+    concurrency: int = 16,
+) -> dict[str, str]:
+    """Open every run (start or resume) and walk it to the end; return each run's status.
+
+    Runs go concurrently (they share one producer, so their commits are grouped); the kill
+    switch of ``settings`` is armed when the demo asked for a kill.
+    """
+    outcome: dict[str, str] = {}
+    async with (
+        WorkerPorts(settings) as ports,
+        HttpProvider.from_settings(settings, url=provider_url, name="sandbox") as provider,
+    ):
+        ledger = Ledger.from_settings(
+            settings, log=ports.log, leases=ports.leases, providers={"sandbox": provider}
+        )
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(run_id: str) -> None:
+            async with gate:
+                try:
+                    async with ledger.run(spec_for(run_id, seed)) as run:
+                        await refund_agent(run, seed)
+                        outcome[run_id] = f"{run.status} ({run.resumed_from})"
+                except AgentLedgerError as e:
+                    _log.error("demo_run_failed", run_id=run_id, error=str(e))
+                    outcome[run_id] = f"error: {e}"
+
+        async with asyncio.TaskGroup() as group:
+            for run_id in run_ids:
+                group.create_task(one(run_id))
+    return outcome
