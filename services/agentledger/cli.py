@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentledger.providers.commands",
     "agentledger.reconciler.commands",
     "agentledger.projector.commands",
+    "agentledger.worker.commands",
 )
 
 EXIT_ERROR = 2
