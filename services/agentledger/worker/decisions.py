@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from agentledger.errors import ApprovalError
-from agentledger.events.models import ApprovalDecided, Decision
+from agentledger.events.models import ApprovalDecided, Decision, Event
 from agentledger.worker.loader import load_view
 from agentledger.worker.session import Services
 from agentledger.worker.writer import RunWriter
@@ -21,11 +22,13 @@ async def decide(
     expires_at: int | None = None,
     note: str = "",
     approval_id: str | None = None,
+    also: Sequence[Event] = (),
 ) -> ApprovalDecided:
     """Append ApprovalDecided to the run, bound to its generation and the intent it approves.
 
     ``intent_hash`` defaults to the one the run's pause asks about. The decision is written
-    under a short lease (fence above the log's), like any other write to the run.
+    under a short lease (fence above the log's), like any other write to the run. ``also``
+    (e.g. a ResumeRequested) is written in the same transaction.
     """
     view = (
         await load_view(services.log, run_id, reader=services.views, barrier_s=services.barrier_s)
@@ -45,7 +48,7 @@ async def decide(
             worker_id=services.worker_id,
             clock=services.clock,
         )
-        return await writer.publish(
+        event = writer.append(
             ApprovalDecided,
             approval_id=approval_id or uuid.uuid4().hex,
             decision=decision,
@@ -55,5 +58,8 @@ async def decide(
             expires_at=expires_at,
             note=services.payloads.text(note),
         )
+        writer.pending.extend(also)
+        await writer.flush()
+        return event
     finally:
         await services.leases.release(lease)

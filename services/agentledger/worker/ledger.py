@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
 from agentledger.bus.port import EventLog
-from agentledger.events.models import ApprovalDecided, Decision, now_ms
+from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.providers.protocol import Provider
 from agentledger.views.store import ViewReader
@@ -116,8 +116,10 @@ class Ledger:
         intent_hash: str | None = None,
         expires_at: int | None = None,
         note: str = "",
+        also: Sequence[Event] = (),
     ) -> ApprovalDecided:
-        """Record approved/rejected/revoked for what the paused run asks (or ``intent_hash``)."""
+        """Record approved/rejected/revoked for what the paused run asks (or ``intent_hash``);
+        ``also`` (e.g. a ResumeRequested) is written in the same transaction."""
         return await decide(
             self.services,
             run_id,
@@ -126,6 +128,7 @@ class Ledger:
             intent_hash=intent_hash,
             expires_at=expires_at,
             note=note,
+            also=also,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -103,6 +104,13 @@ class Run:
     def resumed_from(self) -> str:
         """Where the view came from: ``new``, ``views`` (Redis) or ``log`` (Kafka fold)."""
         return self._session.source
+
+    @property
+    def lease_lost(self) -> asyncio.Event | None:
+        """Set once this writer's lease is known lost (renewal refused or impossible for a ttl);
+        None for a read-only handle. A fleet watches it to abandon the run at once."""
+        keeper = self._session.keeper
+        return keeper.lost if keeper is not None else None
 
     @property
     def commits(self) -> int:
