@@ -1,26 +1,35 @@
-"""Writing to a run as its lease holder: take the lease, read the latest view, release.
+"""Writing to runs as their lease holder: take the leases, read the latest views, release.
 
 Run events are written only by the holder of the run's lease (DESIGN.md invariant 5), so the
 reconciler takes the lease like any worker. The lease is also what keeps two reconciler
 instances off the same run: whoever does not get it skips the run for this pass.
+
+Leases are taken for a batch of runs at once, then one resume barrier covers the whole batch:
+the views are read only once the projector has applied everything up to the end offsets taken
+after the leases were acquired, so a view never misses what the previous holder committed. If
+the projector does not catch up in time, each run is folded from the log instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
 
 import structlog
 
-from agentledger.bus.port import EventLog
-from agentledger.errors import AgentLedgerError
+from agentledger.bus.partitioning import partition_for, run_key
+from agentledger.bus.port import EventLog, Position
+from agentledger.errors import AgentLedgerError, LeaseHeldError
 from agentledger.leases import Lease, LeaseStore
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.loader import load_view
+from agentledger.worker.loader import fold_log
 
 _log = structlog.get_logger(__name__)
+_POLL_S = 0.02
 
 
 @dataclass
@@ -31,8 +40,16 @@ class Claim:
     view: RunView
 
 
+@dataclass
+class Claims:
+    """The runs of a batch this claimer holds, and those a live writer held."""
+
+    held: dict[str, Claim] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+
+
 class RunClaimer:
-    """Takes run leases as ``owner`` and loads the latest view behind the resume barrier."""
+    """Takes run leases as ``owner`` and loads the latest views behind the resume barrier."""
 
     def __init__(
         self,
@@ -43,6 +60,7 @@ class RunClaimer:
         owner: str,
         ttl_ms: int,
         barrier_s: float,
+        partitions: int,
     ) -> None:
         self.log = log
         self.views = views
@@ -50,22 +68,96 @@ class RunClaimer:
         self.owner = owner
         self._ttl_ms = ttl_ms
         self._barrier_s = barrier_s
+        self._partitions = partitions
 
     @asynccontextmanager
     async def claim(self, run_id: str, *, floor: int = 0) -> AsyncIterator[Claim]:
-        """Hold the run's lease inside the block; LeaseHeldError if a live writer has it."""
-        lease = await self.leases.acquire(run_id, self.owner, self._ttl_ms, floor=floor)
+        """Hold one run's lease inside the block; LeaseHeldError if a live writer has it."""
+        async with self.claim_many({run_id: floor}) as claims:
+            if run_id not in claims.held:
+                msg = "another writer holds the run's lease"
+                raise LeaseHeldError(msg, run_id=run_id)
+            yield claims.held[run_id]
+
+    @asynccontextmanager
+    async def claim_many(self, floors: Mapping[str, int]) -> AsyncIterator[Claims]:
+        """Hold the leases of the runs a live writer does not hold; release them on exit."""
+        claims = Claims()
+        leases: dict[str, Lease] = {}
+        renewing: asyncio.Task[None] | None = None
         try:
-            loaded = await load_view(self.log, run_id, reader=self.views, barrier_s=self._barrier_s)
-            view = loaded.view
-            if view.fence >= lease.fence:
-                # The lease store forgot fences (flushed) and the hint was stale: go above.
-                lease = await self.leases.acquire(
-                    run_id, self.owner, self._ttl_ms, floor=view.fence
+            outcomes = await asyncio.gather(
+                *(self._acquire(run_id, floor) for run_id, floor in floors.items())
+            )
+            for run_id, lease in zip(floors, outcomes, strict=True):
+                if lease is None:
+                    claims.refused.append(run_id)
+                else:
+                    leases[run_id] = lease
+            if leases:
+                renewing = asyncio.get_running_loop().create_task(self._renew(leases))
+                caught_up = await self._barrier(list(leases))
+                views = await asyncio.gather(
+                    *(self._latest(run_id, caught_up) for run_id in leases)
                 )
-            yield Claim(lease, view)
+                for run_id, view in zip(list(leases), views, strict=True):
+                    lease = leases[run_id]
+                    if view.fence >= lease.fence:
+                        # The lease store forgot fences (flushed) and the hint was stale.
+                        lease = leases[run_id] = await self.leases.acquire(
+                            run_id, self.owner, self._ttl_ms, floor=view.fence
+                        )
+                    claims.held[run_id] = Claim(lease, view)
+            yield claims
         finally:
-            try:
-                await self.leases.release(lease)
-            except AgentLedgerError as e:
-                _log.warning("lease_release_failed", run_id=run_id, error=str(e))
+            if renewing is not None:
+                renewing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await renewing
+            await asyncio.gather(*(self._release(lease) for lease in leases.values()))
+
+    async def _renew(self, leases: dict[str, Lease]) -> None:
+        """Keep the batch's leases alive while slow providers are being asked."""
+        while True:
+            await asyncio.sleep(self._ttl_ms / 3000)
+            for run_id, lease in list(leases.items()):
+                try:
+                    leases[run_id] = await self.leases.renew(lease, self._ttl_ms)
+                except AgentLedgerError as e:
+                    # The write will be refused by the fence guard; nothing else to do here.
+                    _log.warning("lease_renew_failed", run_id=run_id, error=str(e))
+
+    async def _acquire(self, run_id: str, floor: int) -> Lease | None:
+        try:
+            return await self.leases.acquire(run_id, self.owner, self._ttl_ms, floor=floor)
+        except LeaseHeldError:
+            return None
+
+    async def _release(self, lease: Lease) -> None:
+        try:
+            await self.leases.release(lease)
+        except AgentLedgerError as e:
+            _log.warning("lease_release_failed", run_id=lease.run_id, error=str(e))
+
+    async def _barrier(self, run_ids: list[str]) -> bool:
+        """Wait until the views cover every run's partitions; False when they did not in time."""
+        one_per_partition: dict[int, str] = {}
+        for run_id in run_ids:
+            one_per_partition.setdefault(partition_for(run_key(run_id), self._partitions), run_id)
+        positions: list[Position] = []
+        for run_id in one_per_partition.values():
+            positions += await self.log.run_end_positions(run_id)
+        deadline = time.monotonic() + self._barrier_s
+        while not await self.views.progress(positions):
+            if time.monotonic() >= deadline:
+                _log.warning("views_behind", runs=len(run_ids), barrier_s=self._barrier_s)
+                return False
+            await asyncio.sleep(_POLL_S)
+        return True
+
+    async def _latest(self, run_id: str, caught_up: bool) -> RunView:
+        if caught_up:
+            view = await self.views.load(run_id)
+            if view is not None:
+                return view
+        return await fold_log(self.log, run_id)

@@ -12,7 +12,9 @@ It never performs an effect.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 
 import structlog
@@ -21,10 +23,10 @@ from agentledger.alerts.book import AlertBook
 from agentledger.alerts.codes import EFFECT_IDENTITY_MISMATCH
 from agentledger.alerts.model import condition_key
 from agentledger.bus.port import EventLog
-from agentledger.errors import AgentLedgerError, LeaseHeldError, StaleFenceError
+from agentledger.errors import AgentLedgerError, StaleFenceError
 from agentledger.events.models import Alert, Event, RunPaused, now_ms
 from agentledger.leases import Lease, LeaseStore
-from agentledger.reconciler.claim import RunClaimer
+from agentledger.reconciler.claim import Claim, RunClaimer
 from agentledger.reconciler.compensation import Compensator
 from agentledger.reconciler.decide import Resolution, RunPlan, decide, intent_due, plan_run
 from agentledger.reconciler.providers import ProviderPool
@@ -66,14 +68,15 @@ class Reconciler:
             owner=self.owner,
             ttl_ms=settings.reconciler_lease_ttl_ms,
             barrier_s=settings.reconciler_barrier_timeout_s,
+            partitions=settings.run_partitions,
         )
         self.watch = RunWatch(settings, log=log, views=views, leases=leases, book=book, clock=clock)
         self.compensator = Compensator(self.claimer, providers, book, clock=clock)
         self._alert_keys: set[str] = set()
         self._muted: set[str] = set()
 
-    async def run_once(self) -> PassReport:
-        """One full pass; returns what it did."""
+    async def run_once(self, *, watch: bool = True) -> PassReport:
+        """One full pass (``watch=False``: intents and alerts only, no scan of every run)."""
         report = PassReport()
         records = await self.book.store.records()
         self._alert_keys = {r.key for r in records}
@@ -88,10 +91,9 @@ class Reconciler:
             limit=self.settings.reconciler_scan_limit,
         )
         report.intents = len(intents)
-        run_ids = list(dict.fromkeys(i.run_id for i in intents))
-        await self._each(run_ids, lambda run_id: self._reconcile_run(run_id, report), report)
-        seen = await self.watch.scan(report)
-        if self.settings.reconciler_auto_compensate:
+        await self._reconcile(list(dict.fromkeys(i.run_id for i in intents)), report)
+        seen = await self.watch.scan(report) if watch else {}
+        if watch and self.settings.reconciler_auto_compensate:
             await self.compensator.scan(report, limit=self.settings.reconciler_scan_limit)
         await self.watch.settle(report, seen)
         await self.book.flush(self.log, older_than_ms=self.settings.reconciler_alert_flush_ms)
@@ -100,34 +102,67 @@ class Reconciler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pass after pass until ``stop`` is set; a failed pass is logged and retried next poll."""
+        watched_at = -math.inf
         while not stop.is_set():
+            watch = time.monotonic() - watched_at >= self.settings.reconciler_watch_interval_s
+            if watch:
+                watched_at = time.monotonic()
             try:
-                await self.run_once()
+                await self.run_once(watch=watch)
             except AgentLedgerError as e:
                 _log.error("reconciler_pass_failed", error=str(e), retryable=e.retryable)
             with suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.reconciler_poll_interval_s)
 
-    async def _each(
-        self,
-        run_ids: Sequence[str],
-        work: Callable[[str], Awaitable[None]],
-        report: PassReport,
-    ) -> None:
-        """Run ``work`` for every run, ``reconciler_run_concurrency`` at a time."""
-        limit = asyncio.Semaphore(self.settings.reconciler_run_concurrency)
+    async def _reconcile(self, run_ids: Sequence[str], report: PassReport) -> None:
+        """Resolve the due intents of ``run_ids``, in batches claimed together.
 
-        async def one(run_id: str) -> None:
+        No view is read before the claim: the lease says whether a live writer has the run, and
+        the view read behind the barrier says what is due. ``run_concurrency // batch_size``
+        batches are in flight at once.
+        """
+        batch = self.settings.reconciler_batch_size
+        chunks = [list(run_ids[i : i + batch]) for i in range(0, len(run_ids), batch)]
+        limit = asyncio.Semaphore(max(1, self.settings.reconciler_run_concurrency // batch))
+
+        async def one(chunk: list[str]) -> None:
             async with limit:
                 try:
-                    await work(run_id)
+                    await self._reconcile_batch(dict.fromkeys(chunk, 0), report)
                 except AgentLedgerError as e:
                     report.errors += 1
-                    _log.warning("reconcile_run_failed", run_id=run_id, error=str(e))
+                    _log.warning("reconcile_batch_failed", runs=len(chunk), error=str(e))
 
         async with asyncio.TaskGroup() as tg:
-            for run_id in run_ids:
-                tg.create_task(one(run_id))
+            for chunk in chunks:
+                tg.create_task(one(chunk))
+
+    async def _reconcile_batch(self, floors: dict[str, int], report: PassReport) -> None:
+        """Claim the runs, resolve their due intents, write as their lease holder."""
+        async with self.claimer.claim_many(floors) as claims:
+            report.held += len(claims.refused)
+            async with asyncio.TaskGroup() as tg:
+                for claim in claims.held.values():
+                    tg.create_task(self._resolve(claim, report))
+
+    async def _resolve(self, claim: Claim, report: PassReport) -> None:
+        run_id = claim.view.run_id
+        try:
+            due = self._due(claim.view, None, report)
+            if not due:
+                return
+            resolutions = await asyncio.gather(*(self._lookup(i, report) for i in due))
+            plan = plan_run(
+                claim.view,
+                resolutions,
+                fence=claim.lease.fence,
+                writer=self.owner,
+                now=self._clock(),
+            )
+            await self._write(run_id, plan, report)
+        except AgentLedgerError as e:
+            report.errors += 1
+            _log.warning("reconcile_run_failed", run_id=run_id, error=str(e))
 
     def _due(self, view: RunView, lease: Lease | None, report: PassReport) -> list[EffectView]:
         now = self._clock()
@@ -148,34 +183,6 @@ class Reconciler:
                 continue
             due.append(intent)
         return due
-
-    async def _reconcile_run(self, run_id: str, report: PassReport) -> None:
-        """Resolve the run's due intents as the holder of its lease, or skip it."""
-        hint = await self.views.load(run_id)
-        if hint is None:
-            return
-        lease = await self.leases.current(run_id)
-        if lease is not None:
-            report.held += 1
-            return
-        if not self._due(hint, None, PassReport()):
-            return
-        try:
-            async with self.claimer.claim(run_id, floor=hint.fence) as claim:
-                due = self._due(claim.view, None, report)
-                if not due:
-                    return
-                resolutions = await asyncio.gather(*(self._lookup(i, report) for i in due))
-                plan = plan_run(
-                    claim.view,
-                    resolutions,
-                    fence=claim.lease.fence,
-                    writer=self.owner,
-                    now=self._clock(),
-                )
-                await self._write(run_id, plan, report)
-        except LeaseHeldError:
-            report.held += 1
 
     async def _lookup(self, intent: EffectView, report: PassReport) -> Resolution:
         outcome = await self.providers.lookup(intent.provider, intent.kind, intent.idempotency_key)

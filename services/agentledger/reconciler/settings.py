@@ -55,6 +55,12 @@ class ReconcilerSettings(ProviderSettings):
         description="owner name on the leases it takes; unique per instance",
     )
     reconciler_poll_interval_s: float = Field(default=5.0, gt=0, le=3600)
+    reconciler_watch_interval_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="how often every running/paused/failed run is scanned (orphans, pauses, "
+        "overruns, compensations); open intents are checked every poll",
+    )
     reconciler_intent_grace_ms: int = Field(
         default=5_000, ge=0, description="an intent younger than this is left to its writer"
     )
@@ -67,6 +73,9 @@ class ReconcilerSettings(ProviderSettings):
         default=60_000, ge=100, description="ttl of the run lease held while resolving"
     )
     reconciler_run_concurrency: int = Field(default=32, ge=1, le=4096)
+    reconciler_batch_size: int = Field(
+        default=32, ge=1, le=4096, description="runs claimed together behind one resume barrier"
+    )
     reconciler_scan_limit: int = Field(default=10_000, ge=1)
     reconciler_barrier_timeout_s: float = Field(
         default=5.0, gt=0, description="wait for the projector before folding from Kafka"

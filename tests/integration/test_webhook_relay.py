@@ -1,0 +1,99 @@
+"""The alert relay on the real alerts topic feeding a webhook receiver that fails, then recovers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+from aiohttp import web
+
+from agentledger.alerts.model import AlertCondition
+from agentledger.reconciler.app import drain_alerts, open_reconciler, relay_forever
+from agentledger.settings import CommonSettings
+from tests.integration.test_reconciler import eventually, reconciler_settings
+
+pytestmark = pytest.mark.integration
+FAILURES_PER_ALERT = 2
+
+
+@dataclass
+class FlakyReceiver:
+    """Answers 503 to the first attempts at each alert event, then accepts it."""
+
+    attempts: Counter[str] = field(default_factory=Counter)
+    accepted: Counter[str] = field(default_factory=Counter)
+    states: list[tuple[str, str]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """Fail the first attempts of an event id, then record the delivery."""
+        key = request.headers["Idempotency-Key"]
+        self.attempts[key] += 1
+        if self.attempts[key] <= FAILURES_PER_ALERT:
+            return web.Response(status=503, text="receiver warming up")
+        body = await request.json()
+        self.accepted[key] += 1
+        self.states.append((body["alert_id"], body["state"]))
+        return web.Response(status=200)
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[tuple[FlakyReceiver, str]]:
+    """The flaky receiver on a free port, and its URL."""
+    state = FlakyReceiver()
+    app = web.Application()
+    app.router.add_post("/alerts", state.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield state, f"http://127.0.0.1:{port}/alerts"
+    finally:
+        await runner.cleanup()
+
+
+async def test_webhook_delivers_each_alert_exactly_once(
+    ledger_settings: CommonSettings, receiver: tuple[FlakyReceiver, str]
+) -> None:
+    """Every alert event reaches a recovering receiver once, also when the topic is read again."""
+    state, url = receiver
+    settings = reconciler_settings(
+        ledger_settings,
+        "http://127.0.0.1:9",
+        "rec-hook",
+        webhook_url=url,
+        webhook_attempts=5,
+        webhook_backoff_base_ms=10,
+        webhook_backoff_max_ms=50,
+    )
+    conditions = [
+        AlertCondition(code="run.orphaned", run_id=f"run-{n}", summary=f"orphan {n}")
+        for n in range(5)
+    ]
+    async with open_reconciler(settings) as app:
+        for _ in range(2):  # the second sighting is collapsed: no new event
+            await app.book.publish(app.log, await app.book.observe(conditions))
+        await app.book.publish(app.log, await app.book.close({conditions[0].key: "resumed"}))
+        stop = asyncio.Event()
+        relay = asyncio.get_running_loop().create_task(relay_forever(app, stop))
+
+        async def all_delivered() -> bool:
+            return sum(state.accepted.values()) >= 6
+
+        try:
+            await eventually(all_delivered, "six alert events at the receiver")
+        finally:
+            stop.set()
+            relay.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await relay
+        assert await drain_alerts(app) == 6  # read again from the start: nothing re-sent
+        assert await app.undelivered.entries() == []
+    assert set(state.accepted.values()) == {1}
+    assert len(state.accepted) == 6
+    assert set(state.attempts.values()) == {FAILURES_PER_ALERT + 1}
+    assert sorted(s for _, s in state.states) == ["closed"] + ["open"] * 5
