@@ -19,7 +19,7 @@ RUNS = 500
 
 
 async def open_intents(e: Env, runs: int) -> list[str]:
-    """``runs`` runs whose writers left one intent each; every other one performed at the sandbox."""
+    """``runs`` runs whose writers left one intent each; every other one was performed."""
     keys = []
     events: list[Event] = []
     for n in range(runs):
