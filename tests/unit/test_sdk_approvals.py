@@ -78,7 +78,7 @@ async def test_approval_of_another_intent_is_refused() -> None:
     async with LedgerEnvironment() as env:
         await pause_for_approval(env)
         await env.ledger().decide("r1", "approved", approver="a", intent_hash="f" * 64)
-        with pytest.raises(ApprovalError, match="approves intent f{64}, not"):
+        with pytest.raises(ApprovalError, match=r"approves intent f{64}, not"):
             await walk(env)
         assert (await env.view("r1")).status == "paused"
         assert "approval_other_intent" in [a.code for a in env.alerts() if isinstance(a, Alert)]

@@ -10,7 +10,7 @@ from pathlib import Path
 from agentledger.stack.resolve import resolve_settings
 from agentledger.worker.demo_plan import KILL_AT, render
 from agentledger.worker.demo_runner import DemoOptions, run_demo
-from agentledger.worker.demo_worker import work
+from agentledger.worker.demo_worker import parse_targets, work
 from agentledger.worker.settings import WorkerSettings
 
 EXIT_FAILED = 1
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     child.add_argument("--concurrency", type=int, default=16)
     child.add_argument("--kill-point", default=None)
     child.add_argument("--kill-hit", type=int, default=1)
-    child.add_argument("run_ids", nargs="+")
+    child.add_argument("targets", nargs="+", metavar="RUN_ID[@SEED]")
     child.set_defaults(run=_demo_worker)
 
 
@@ -101,8 +101,7 @@ async def _demo_worker(args: argparse.Namespace) -> int:
     )
     outcome = await work(
         settings,
-        args.run_ids,
-        seed=args.seed,
+        parse_targets(args.targets, args.seed),
         provider_url=args.provider_url,
         concurrency=args.concurrency,
     )

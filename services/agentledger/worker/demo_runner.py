@@ -73,9 +73,8 @@ async def provider_url(
 
 def worker_command(
     settings: WorkerSettings,
-    ids: Sequence[str],
+    targets: Sequence[tuple[str, int]],
     *,
-    seed: int,
     url: str,
     producer: str,
     kill: tuple[str, int] | None,
@@ -93,13 +92,13 @@ def worker_command(
         "--run-partitions", str(settings.run_partitions),
         "--state-dir", str(settings.state_dir),
         "--provider-url", url,
-        "--seed", str(seed),
+        "--seed", "0",
         "--transactional-id", producer,
         "--concurrency", str(concurrency),
     ]  # fmt: skip
     if kill is not None:
         cmd += ["--kill-point", kill[0], "--kill-hit", str(kill[1])]
-    return [*cmd, "--", *ids]
+    return [*cmd, "--", *(f"{run_id}@{seed}" for run_id, seed in targets)]
 
 
 async def spawn_worker(command: list[str], log_path: Path) -> tuple[int, str]:
@@ -181,7 +180,7 @@ async def run_demo(settings: WorkerSettings, options: DemoOptions) -> Report:
 
         def command(k: tuple[str, int] | None) -> list[str]:
             return worker_command(
-                settings, ids, seed=options.seed, url=url, producer=producer, kill=k,
+                settings, [(i, options.seed) for i in ids], url=url, producer=producer, kill=k,
                 concurrency=options.concurrency,
             )  # fmt: skip
 

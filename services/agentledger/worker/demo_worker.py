@@ -17,15 +17,23 @@ from agentledger.worker.wiring import WorkerPorts
 _log = structlog.get_logger("agentledger.demo")
 
 
+def parse_targets(items: Sequence[str], default_seed: int) -> list[tuple[str, int]]:
+    """``run_id`` or ``run_id@seed`` items as (run id, seed) pairs."""
+    targets = []
+    for item in items:
+        run_id, sep, seed = item.partition("@")
+        targets.append((run_id, int(seed) if sep else default_seed))
+    return targets
+
+
 async def work(
     settings: WorkerSettings,
-    run_ids: Sequence[str],
+    targets: Sequence[tuple[str, int]],
     *,
-    seed: int,
     provider_url: str,
     concurrency: int = 16,
 ) -> dict[str, str]:
-    """Open every run (start or resume) and walk it to the end; return each run's status.
+    """Open every (run, seed) (start or resume) and walk it to the end; return each status.
 
     Runs go concurrently (they share one producer, so their commits are grouped); the kill
     switch of ``settings`` is armed when the demo asked for a kill.
@@ -40,7 +48,7 @@ async def work(
         )
         gate = asyncio.Semaphore(concurrency)
 
-        async def one(run_id: str) -> None:
+        async def one(run_id: str, seed: int) -> None:
             async with gate:
                 try:
                     async with ledger.run(spec_for(run_id, seed)) as run:
@@ -51,6 +59,6 @@ async def work(
                     outcome[run_id] = f"error: {e}"
 
         async with asyncio.TaskGroup() as group:
-            for run_id in run_ids:
-                group.create_task(one(run_id))
+            for run_id, seed in targets:
+                group.create_task(one(run_id, seed))
     return outcome

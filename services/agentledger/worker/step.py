@@ -53,8 +53,13 @@ class Step:
         """
         return await self._record(name, fn, kind=kind, durable=durable, source_uri=None)
 
-    async def read(self, name: str, uri: str, fn: ActivityFn, *, durable: bool = True) -> Any:
-        """Read a mutable source once per attempt, recording provenance (uri, sha256, time)."""
+    async def read(self, name: str, uri: str, fn: ActivityFn, *, durable: bool = False) -> Any:
+        """Read a mutable source once per attempt, recording provenance (uri, sha256, time).
+
+        Reads ride with the step's next commit by default (cheap to redo): the record is
+        durable before anything that could depend on it leaves the process (an effect's intent
+        or the checkpoint commits it first); a crash before that simply reads again.
+        """
         return await self._record(name, fn, kind="read", durable=durable, source_uri=uri)
 
     async def _record(
