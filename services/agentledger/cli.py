@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentledger.reconciler.commands",
     "agentledger.projector.commands",
     "agentledger.worker.commands",
+    "agentledger.fleet.commands",
 )
 
 EXIT_ERROR = 2

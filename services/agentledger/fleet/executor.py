@@ -1,0 +1,270 @@
+"""Executing one run request: start or resume the run through the SDK, and say how it ended.
+
+A request is *settled* (its offset may be committed) as soon as its run has a durable write, or
+when it turns out to need nothing. A run whose lease is lost (renewal refused, or its writes
+rejected by fence) is abandoned at once, with an alert naming this worker. Transient failures
+are retried here a few times, then the request is published again for the fleet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agentledger.bus.port import EventPublisher
+from agentledger.errors import (
+    AgentLedgerError,
+    ApprovalError,
+    BudgetExceededError,
+    EffectFailedError,
+    EffectUnknownError,
+    IdentityMismatchError,
+    LeaseHeldError,
+    ProducerFencedError,
+    PublishError,
+    ReplayMismatchError,
+    RunClosedError,
+    RunPausedError,
+    StaleFenceError,
+    StepRejectedError,
+    UnreachableError,
+    VersionDriftError,
+)
+from agentledger.events.models import (
+    FINISHED_STATUSES,
+    ResumeRequested,
+    RunRequested,
+    new_event_id,
+    now_ms,
+)
+from agentledger.fleet.agent import Agent
+from agentledger.fleet.alerts import lease_lost_alert
+from agentledger.fleet.settings import FleetSettings
+from agentledger.fleet.stable import StableBarrier
+from agentledger.fleet.tap import DurableTap
+from agentledger.leases import LeaseStore
+from agentledger.views import RunView
+from agentledger.views.store import ViewReader
+from agentledger.worker.ledger import Ledger
+from agentledger.worker.loader import load_view
+from agentledger.worker.run import Run
+
+_log = structlog.get_logger("agentledger.fleet")
+RunRequest = RunRequested | ResumeRequested
+#: Failures of the agent's own logic: the run is failed for good (fork it to try again).
+_AGENT_FAILURES = (StepRejectedError, EffectFailedError, ReplayMismatchError)
+#: Outcomes the SDK already recorded (pause, finish, alert); the request is done.
+_RECORDED = (
+    RunPausedError,
+    EffectUnknownError,
+    IdentityMismatchError,
+    ApprovalError,
+    VersionDriftError,
+    BudgetExceededError,
+    RunClosedError,
+)
+
+
+class _LeaseLostError(StaleFenceError):
+    """The keeper saw the lease go while the body ran (not a rejected write)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a request ended, for logs and tests: ``status`` is one word, ``detail`` a sentence."""
+
+    status: str
+    detail: str = ""
+
+
+class RunExecutor:
+    """Runs requests of one agent on one ledger (shared by every run of the worker)."""
+
+    def __init__(
+        self,
+        settings: FleetSettings,
+        *,
+        agent: Agent,
+        ledger: Ledger,
+        tap: DurableTap,
+        leases: LeaseStore,
+        publisher: EventPublisher,
+        views: ViewReader | None = None,
+        barrier: StableBarrier | None = None,
+    ) -> None:
+        self._settings = settings
+        self._agent = agent
+        self._ledger = ledger
+        self._tap = tap
+        self._leases = leases
+        self._publisher = publisher
+        self._views = views
+        self._barrier = barrier
+        self.worker_id = ledger.worker_id
+
+    async def execute(self, request: RunRequest, settle: Callable[[], None]) -> Outcome:
+        """Carry ``request`` out; ``settle`` is called once losing the request cannot lose the
+        run. ProducerFencedError (this worker must stop) propagates."""
+        run_id = request.run_id
+        if isinstance(request, RunRequested) and request.agent != self._agent.name:
+            settle()
+            return Outcome("skipped", f"for agent {request.agent!r}")
+        watcher = asyncio.get_running_loop().create_task(
+            _settle_when(self._tap.durable(run_id), settle), name=f"settle:{run_id}"
+        )
+        try:
+            outcome = await self._attempts(request)
+        finally:
+            await _cancel(watcher)
+            self._tap.forget(run_id)
+        settle()
+        return outcome
+
+    async def _attempts(self, request: RunRequest) -> Outcome:
+        s = self._settings
+        log = _log.bind(run_id=request.run_id, worker_id=self.worker_id)
+        for attempt in range(s.fleet_run_retries + 1):
+            try:
+                return await self._once(request)
+            except ProducerFencedError:
+                raise
+            except (PublishError, UnreachableError, LeaseHeldError) as e:
+                log.warning("run_attempt_failed", attempt=attempt + 1, error=str(e))
+                await asyncio.sleep(s.fleet_retry_backoff_ms / 1000 * 2**attempt)
+        again = request.model_copy(update={"event_id": new_event_id(), "occurred_at": now_ms()})
+        await self._publisher.publish([again])
+        log.warning("run_requeued", retries=s.fleet_run_retries)
+        return Outcome("requeued", f"gave up after {s.fleet_run_retries + 1} attempts")
+
+    async def _once(self, request: RunRequest) -> Outcome:
+        run_id = request.run_id
+        if self._barrier is not None:
+            await self._barrier.wait(run_id)
+        view = (
+            await load_view(
+                self._tap, run_id, reader=self._views, barrier_s=self._settings.resume_barrier_s
+            )
+        ).view
+        skip = self._needless(request, view) or await self._held_elsewhere(view)
+        if skip is not None:
+            return skip
+        raw = (
+            request.input_json
+            if isinstance(request, RunRequested) and view.status == "new"
+            else view.input_json
+        )
+        value = json.loads(raw)
+        holder: list[Run] = []
+        try:
+            async with self._ledger.run(self._agent.spec(run_id, value)) as run:
+                holder.append(run)
+                if run.status not in FINISHED_STATUSES:
+                    await self._walk(run, value)
+                status = run.status
+        except StaleFenceError as e:
+            return await self._abandon(run_id, holder, e)
+        except LeaseHeldError:
+            if view.status == "new":
+                raise
+            status = "held"
+        except _RECORDED as e:
+            return Outcome(_recorded_status(e), str(e))
+        return Outcome(status)
+
+    def _needless(self, request: RunRequest, view: RunView) -> Outcome | None:
+        """Why the request needs nothing from this worker (None if it does)."""
+        if view.status in FINISHED_STATUSES:
+            return Outcome("done", f"already {view.status}")
+        if view.status == "new" and isinstance(request, ResumeRequested):
+            return Outcome("skipped", "the run has no events to resume")
+        if view.status != "new" and view.agent != self._agent.name:
+            return Outcome("skipped", f"the run belongs to agent {view.agent!r}")
+        return None
+
+    async def _held_elsewhere(self, view: RunView) -> Outcome | None:
+        """A live lease of another owner: a run with events is theirs (or, if they die, the
+        reconciler's); a run with none waits for that lease to end, as nobody else would
+        notice it."""
+        lease = await self._leases.current(view.run_id)
+        if lease is None or lease.owner == self.worker_id:
+            return None
+        if view.status != "new":
+            return Outcome("held", f"held by {lease.owner} (fence {lease.fence})")
+        raise LeaseHeldError(
+            f"held by {lease.owner} before its first write; retrying after it expires",
+            run_id=view.run_id,
+        )
+
+    async def _walk(self, run: Run, value: Any) -> None:
+        """The agent's body, abandoned the moment the lease is known lost; agent failures fail
+        the run for good."""
+        loop = asyncio.get_running_loop()
+
+        async def walk() -> Any:
+            return await self._agent.body(run, value)
+
+        body = loop.create_task(walk(), name=f"body:{run.run_id}")
+        lost = run.lease_lost
+        waiter = loop.create_task(lost.wait()) if lost is not None else None
+        try:
+            await asyncio.wait(
+                [t for t in (body, waiter) if t is not None], return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            await _cancel(body)
+            if waiter is not None:
+                await _cancel(waiter)
+        if body.cancelled():
+            msg = f"lease of {self.worker_id} was lost while the run was going"
+            raise _LeaseLostError(msg, run_id=run.run_id)
+        error = body.exception()
+        if error is None:
+            return
+        if isinstance(error, _AGENT_FAILURES) or not isinstance(error, AgentLedgerError):
+            if not isinstance(error, Exception):
+                raise error
+            await run.fail(f"{type(error).__name__}: {error}")
+            return
+        raise error
+
+    async def _abandon(self, run_id: str, holder: list[Run], error: StaleFenceError) -> Outcome:
+        fence = holder[0].view.fence if holder else None
+        code = "lease.lost" if isinstance(error, _LeaseLostError) else "fence.stale"
+        alert = lease_lost_alert(code, run_id=run_id, worker_id=self.worker_id, fence=fence,
+                                 reason=str(error))  # fmt: skip
+        try:
+            await self._publisher.publish([alert])
+        except PublishError as e:
+            _log.error("alert_publish_failed", run_id=run_id, error=str(e))
+        _log.warning("run_abandoned", run_id=run_id, worker_id=self.worker_id, code=code,
+                     fence=fence, reason=str(error))  # fmt: skip
+        return Outcome("abandoned", str(error))
+
+
+async def _settle_when(durable: asyncio.Event, settle: Callable[[], None]) -> None:
+    await durable.wait()
+    settle()
+
+
+def _recorded_status(error: AgentLedgerError) -> str:
+    if isinstance(error, RunPausedError | EffectUnknownError | IdentityMismatchError):
+        return "paused"
+    if isinstance(error, BudgetExceededError):
+        return "budget_exceeded"
+    if isinstance(error, ApprovalError | VersionDriftError):
+        return "refused"
+    return "closed"
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` if still running and wait until it has ended."""
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
