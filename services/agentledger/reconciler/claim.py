@@ -61,6 +61,7 @@ class RunClaimer:
         ttl_ms: int,
         barrier_s: float,
         partitions: int,
+        io_concurrency: int = 32,
     ) -> None:
         self.log = log
         self.views = views
@@ -69,6 +70,8 @@ class RunClaimer:
         self._ttl_ms = ttl_ms
         self._barrier_s = barrier_s
         self._partitions = partitions
+        # Bounds the Redis calls of a batch (a connection each): batches can be large.
+        self._io = asyncio.Semaphore(io_concurrency)
 
     @asynccontextmanager
     async def claim(self, run_id: str, *, floor: int = 0) -> AsyncIterator[Claim]:
@@ -129,13 +132,15 @@ class RunClaimer:
 
     async def _acquire(self, run_id: str, floor: int) -> Lease | None:
         try:
-            return await self.leases.acquire(run_id, self.owner, self._ttl_ms, floor=floor)
+            async with self._io:
+                return await self.leases.acquire(run_id, self.owner, self._ttl_ms, floor=floor)
         except LeaseHeldError:
             return None
 
     async def _release(self, lease: Lease) -> None:
         try:
-            await self.leases.release(lease)
+            async with self._io:
+                await self.leases.release(lease)
         except AgentLedgerError as e:
             _log.warning("lease_release_failed", run_id=lease.run_id, error=str(e))
 
@@ -157,7 +162,8 @@ class RunClaimer:
 
     async def _latest(self, run_id: str, caught_up: bool) -> RunView:
         if caught_up:
-            view = await self.views.load(run_id)
+            async with self._io:
+                view = await self.views.load(run_id)
             if view is not None:
                 return view
         return await fold_log(self.log, run_id)

@@ -37,6 +37,8 @@ from agentledger.views.model import EffectView, RunView
 from agentledger.views.store import ViewReader
 
 _log = structlog.get_logger(__name__)
+#: Redis calls one batch may have in flight (redis-py pools default to 100 connections).
+MAX_REDIS_IN_FLIGHT = 64
 
 
 class Reconciler:
@@ -69,6 +71,7 @@ class Reconciler:
             ttl_ms=settings.reconciler_lease_ttl_ms,
             barrier_s=settings.reconciler_barrier_timeout_s,
             partitions=settings.run_partitions,
+            io_concurrency=min(settings.reconciler_run_concurrency, MAX_REDIS_IN_FLIGHT),
         )
         self.watch = RunWatch(settings, log=log, views=views, leases=leases, book=book, clock=clock)
         self.compensator = Compensator(self.claimer, providers, book, clock=clock)
@@ -111,6 +114,8 @@ class Reconciler:
                 await self.run_once(watch=watch)
             except AgentLedgerError as e:
                 _log.error("reconciler_pass_failed", error=str(e), retryable=e.retryable)
+            except Exception as e:  # noqa: BLE001 - the service's outermost loop: log, go on
+                _log.exception("reconciler_pass_crashed", error=f"{type(e).__name__}: {e}")
             with suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.settings.reconciler_poll_interval_s)
 

@@ -1,0 +1,241 @@
+"""``python -m bench.reconciler``: intents resolved per second against the sandbox provider.
+
+On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
+topics: ``--intents`` runs each left with one open intent by a writer that is gone (half of the
+effects performed at the sandbox, half never sent), a projector in its own process folding the
+topics into Redis, and a sandbox provider subprocess whose lookups take ``--latency-ms`` more.
+Then ``--instances`` reconcilers (in this process) make one pass together; the figure is intents
+resolved (LANDED or NOT_LANDED, written as the lease holder, ResumeRequested published) per
+second of that pass. For scale, the floor: the same number of bare lookups at the sandbox with the
+same latency and concurrency. JSON on stdout (or ``--json FILE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+from agentledger.bus.admin import delete_topics, ensure_topics
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.cli import configure_logging
+from agentledger.events.models import EffectIntended, Event, RunStarted, StepStarted
+from agentledger.events.topics import topic_names, topic_specs
+from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.projector.runtime import ProjectorRuntime
+from agentledger.projector.settings import ProjectorSettings
+from agentledger.providers.faults import FaultRule
+from agentledger.providers.http import HttpProvider
+from agentledger.providers.protocol import EffectRequest
+from agentledger.providers.sandbox.client import SandboxClient
+from agentledger.providers.sandbox.process import SandboxProcess
+from agentledger.reconciler.app import open_reconciler
+from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
+from agentledger.settings import CommonSettings
+from agentledger.stack.resolve import resolve_settings
+from agentledger.views.redis_store import RedisViewStore
+from agentledger.worker.keys import effect_key
+
+REQUEST = EffectRequest(kind="payments", identity={"amount": 1250, "currency": "EUR"})
+EFFECT = "charge"
+
+
+def _projector_child(settings_json: str) -> None:
+    """A projector process: every run partition assigned, caught up to the log end on ticks."""
+    configure_logging("WARNING")
+
+    async def main() -> None:
+        settings = ProjectorSettings.model_validate_json(settings_json)
+        runtime = ProjectorRuntime(settings)
+        await runtime.start()
+        names = topic_names(settings)
+        runtime.assign([(t, p) for t in names.run_topics for p in range(settings.run_partitions)])
+        while True:
+            await runtime.tick()
+            await asyncio.sleep(0.02)
+
+    asyncio.run(main())
+
+
+async def _open_intents(settings: CommonSettings, sandbox_url: str, intents: int) -> list[str]:
+    """Runs whose writer left one intent each; every other effect performed at the sandbox."""
+    keys: list[str] = []
+    async with (
+        RedisLeaseStore.from_settings(settings) as leases,
+        KafkaEventLog(settings, transactional_id=f"{settings.topic_prefix}dead-worker") as log,
+    ):
+        events: list[Event] = []
+        for n in range(intents):
+            run_id = f"run-{n:06d}"
+            lease = await leases.acquire(run_id, "w-gone", 60_000)
+            key = effect_key(run_id, 0, EFFECT, 0)
+            keys.append(key)
+            env = {"run_id": run_id, "fence": lease.fence, "worker_id": "w-gone"}
+            events += [
+                RunStarted(**env, seq=1, agent="bench", plan=[EFFECT]),
+                StepStarted(**env, seq=2, step=0, step_name=EFFECT, attempt=1),
+                _intent(run_id, key, lease.fence),
+            ]
+            await leases.release(lease)
+        for i in range(0, len(events), 3_000):
+            await log.publish(events[i : i + 3_000])
+    async with HttpProvider(sandbox_url, name="sandbox") as provider:
+        limit = asyncio.Semaphore(16)
+
+        async def perform(key: str) -> None:
+            async with limit:
+                await provider.perform(REQUEST, key)
+
+        await asyncio.gather(*(perform(k) for k in keys[::2]))
+    return keys
+
+
+def _intent(run_id: str, key: str, fence: int) -> Event:
+    return EffectIntended(
+        run_id=run_id, seq=3, fence=fence, worker_id="w-gone", step=0, ordinal=0,
+        effect=EFFECT, provider="sandbox", kind=REQUEST.kind, idempotency_key=key,
+        identity_hash=REQUEST.identity_hash, payload_hash=REQUEST.payload_hash,
+    )  # fmt: skip
+
+
+async def _wait_indexed(settings: CommonSettings, intents: int, timeout_s: float) -> float:
+    """Seconds until the projector indexed every open intent."""
+    assert settings.redis_url is not None
+    started = time.perf_counter()
+    async with RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as v:
+        while len(await v.open_intents(limit=intents * 2)) < intents:
+            if time.perf_counter() - started > timeout_s:
+                msg = f"the projector did not index {intents} intents in {timeout_s}s"
+                raise TimeoutError(msg)
+            await asyncio.sleep(0.1)
+    return time.perf_counter() - started
+
+
+async def _floor(url: str, keys: list[str], concurrency: int) -> float:
+    """Bare lookups per second at the sandbox with the same latency and concurrency."""
+    async with HttpProvider(url, name="sandbox") as provider:
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(key: str) -> None:
+            async with limit:
+                await provider.lookup(REQUEST.kind, key)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(one(k) for k in keys))
+        return len(keys) / (time.perf_counter() - started)
+
+
+async def bench(
+    intents: int, latency_ms: int, instances: int, concurrency: int, batch: int
+) -> dict[str, Any]:
+    """Set everything up on fresh topics, run the pass, return the report."""
+    tag = f"benchrec{uuid.uuid4().hex[:8]}"
+    base = await resolve_settings(CommonSettings())
+    common = base.model_copy(update={"topic_prefix": f"{tag}.", "key_prefix": tag})
+    specs = topic_specs(common)
+    await ensure_topics(common, specs)
+    projector = multiprocessing.get_context("spawn").Process(
+        target=_projector_child, args=(common.model_dump_json(),), daemon=True
+    )
+    projector.start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            async with (
+                SandboxProcess(Path(tmp) / "sandbox.sqlite3", synchronous="NORMAL") as sandbox,
+                SandboxClient(sandbox.url) as client,
+            ):
+                keys = await _open_intents(common, sandbox.url, intents)
+                indexed_s = await _wait_indexed(common, intents, 600)
+                await client.set_faults(FaultRule(latency_ms=latency_ms, ops=frozenset({"lookup"})))
+                policy = ProviderPolicy(concurrency=concurrency, attempts=2, timeout_s=10)
+                settings = [
+                    ReconcilerSettings(
+                        **common.model_dump(),
+                        provider_url=sandbox.url,
+                        reconciler_id=f"{tag}-rec{i}",
+                        reconciler_intent_grace_ms=0,
+                        reconciler_batch_size=batch,
+                        reconciler_run_concurrency=batch * 2,
+                        reconciler_scan_limit=intents * 2,
+                        reconciler_default_provider=policy,
+                        alerts_log=False,
+                    )
+                    for i in range(instances)
+                ]
+                result = await _pass(settings)
+                lookups = await client.lookups()
+                floor = await _floor(sandbox.url, keys, concurrency * instances)
+    finally:
+        projector.terminate()
+        projector.join(10)
+        await delete_topics(common, [s.name for s in specs])
+    resolved = result["resolved"]
+    return {
+        "bench": "reconciler",
+        "intents": intents,
+        "instances": instances,
+        "lookup_latency_ms": latency_ms,
+        "provider_concurrency_per_instance": concurrency,
+        "batch_size": batch,
+        "resolved": resolved,
+        "landed": result["landed"],
+        "not_landed": result["not_landed"],
+        "pass_s": round(result["elapsed_s"], 3),
+        "intents_resolved_per_s": round(resolved / result["elapsed_s"], 1),
+        "floor_bare_lookups_per_s": round(floor, 1),
+        "ratio_to_floor": round(resolved / result["elapsed_s"] / floor, 3),
+        "lookups_per_key_max": max(lookups.values()) if lookups else 0,
+        "projector_index_s": round(indexed_s, 3),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+    }
+
+
+async def _pass(settings: list[ReconcilerSettings]) -> dict[str, Any]:
+    """One pass of every instance at once (no watch scan); summed counts and wall time."""
+    async with AsyncExitStack() as stack:
+        apps = [await stack.enter_async_context(open_reconciler(s)) for s in settings]
+        started = time.perf_counter()
+        reports = await asyncio.gather(*(a.reconciler.run_once(watch=False) for a in apps))
+        elapsed = time.perf_counter() - started
+    return {
+        "elapsed_s": elapsed,
+        "resolved": sum(r.resolved for r in reports),
+        "landed": sum(r.landed for r in reports),
+        "not_landed": sum(r.not_landed for r in reports),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run, print JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench.reconciler", description=__doc__)
+    p.add_argument("--intents", type=int, default=1000)
+    p.add_argument("--latency-ms", type=int, default=10, help="added to every sandbox lookup")
+    p.add_argument("--instances", type=int, default=1, help="reconcilers in this process")
+    p.add_argument("--concurrency", type=int, default=16, help="lookups in flight per instance")
+    p.add_argument("--batch", type=int, default=32, help="runs claimed per resume barrier")
+    p.add_argument("--json", type=Path, help="also write the report to this file")
+    a = p.parse_args(argv)
+    configure_logging("WARNING")
+    report = asyncio.run(bench(a.intents, a.latency_ms, a.instances, a.concurrency, a.batch))
+    text = json.dumps(report, indent=2)
+    if a.json is not None:
+        a.json.write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
