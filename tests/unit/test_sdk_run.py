@@ -231,3 +231,14 @@ async def test_demo_agent_runs_its_whole_plan() -> None:
         assert result["order_id"] == "ord-demo-1"
         assert view.budget.tokens > 0
         assert all(isinstance(e, RunEvent) for e in await env.events("demo-1"))
+
+
+async def test_input_is_the_recorded_one_on_resume() -> None:
+    """A resumed run reads the input RunStarted recorded (redacted), not the new spec's."""
+    async with LedgerEnvironment() as env:
+        first = RunSpec(run_id="r1", agent="t", plan=("a", "b"), input={"password": "x", "n": 1})
+        async with env.ledger().run(first) as run:
+            await run.step("a", lambda s: const(1))
+        again = RunSpec(run_id="r1", agent="t", plan=("a", "b"), input={"n": 2})
+        async with env.ledger().run(again) as run:
+            assert await run.input() == {"password": "[REDACTED:sensitive_key]", "n": 1}

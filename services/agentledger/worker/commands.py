@@ -62,6 +62,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     child.add_argument("--concurrency", type=int, default=16)
     child.add_argument("--kill-point", default=None)
     child.add_argument("--kill-hit", type=int, default=1)
+    child.add_argument(
+        "--use-views", action="store_true", help="resume from the projector's views if caught up"
+    )
+    child.add_argument("--barrier-s", type=float, default=2.0, help="resume barrier wait")
     child.add_argument("targets", nargs="+", metavar="RUN_ID[@SEED]")
     child.set_defaults(run=_demo_worker)
 
@@ -97,7 +101,8 @@ async def _demo_worker(args: argparse.Namespace) -> int:
         transactional_id=args.transactional_id,
         kill_point=args.kill_point,
         kill_hit=args.kill_hit,
-        use_views=False,
+        use_views=args.use_views,
+        resume_barrier_s=args.barrier_s,
     )
     outcome = await work(
         settings,

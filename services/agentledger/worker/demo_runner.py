@@ -79,6 +79,7 @@ def worker_command(
     producer: str,
     kill: tuple[str, int] | None,
     concurrency: int,
+    use_views: bool = False,
 ) -> list[str]:
     """The command line of one demo worker process (a brand-new interpreter)."""
     if settings.kafka_bootstrap is None or settings.redis_url is None:
@@ -98,6 +99,8 @@ def worker_command(
     ]  # fmt: skip
     if kill is not None:
         cmd += ["--kill-point", kill[0], "--kill-hit", str(kill[1])]
+    if use_views:
+        cmd += ["--use-views", "--barrier-s", "20"]
     return [*cmd, "--", *(f"{run_id}@{seed}" for run_id, seed in targets)]
 
 

@@ -44,7 +44,11 @@ async def work(
         HttpProvider.from_settings(settings, url=provider_url, name="sandbox") as provider,
     ):
         ledger = Ledger.from_settings(
-            settings, log=ports.log, leases=ports.leases, providers={"sandbox": provider}
+            settings,
+            log=ports.log,
+            leases=ports.leases,
+            providers={"sandbox": provider},
+            views=ports.views,
         )
         gate = asyncio.Semaphore(concurrency)
 

@@ -118,6 +118,10 @@ class Run:
         writer = self._session.writer
         return writer.commits if writer is not None else 0
 
+    async def input(self) -> Any:
+        """The run's input as recorded in RunStarted (redacted): what a resumed run must use."""
+        return await self._session.services.payloads.decode(self.view.input_json, None, None)
+
     async def result(self) -> Any:
         """The recorded final result (None until finished)."""
         view = self._session.view

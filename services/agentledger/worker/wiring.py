@@ -7,12 +7,16 @@ from types import TracebackType
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
 from agentledger.worker.settings import WorkerSettings
 
 
 class WorkerPorts:
     """Opens and closes the event log, lease store and view reader of one worker process.
+
+    With ``settings.use_views`` (default) resumes read the projector's Redis views when they
+    have caught up (the resume barrier), else fold the run from Kafka.
 
     ``settings`` must carry resolved endpoints (``agentledger.stack.resolve.resolve_settings``).
     """
@@ -24,7 +28,12 @@ class WorkerPorts:
         self.settings = settings
         self.leases = RedisLeaseStore.from_settings(settings)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
-        self.views = views
+        self._own_views: RedisViewStore | None = None
+        if views is None and settings.use_views:
+            self._own_views = RedisViewStore.from_url(
+                settings.redis_url, key_prefix=settings.key_prefix
+            )
+        self.views: ViewReader | None = views or self._own_views
         self._started = False
         self._stopped = False
 
@@ -55,3 +64,5 @@ class WorkerPorts:
             await self.log.stop()
         finally:
             await self.leases.stop()
+            if self._own_views is not None:
+                await self._own_views.close()
