@@ -184,3 +184,32 @@ async def test_taken_ports_are_replaced_by_free_ones(state_dir: Path) -> None:
         assert state.redis is not None
         assert await redis_answers(state.redis.port)
         await stack.down()
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_the_last_context_out_stops_what_contexts_started(state_dir: Path) -> None:
+    """Two sessions share a stack: the first to leave keeps it up, the last stops it."""
+    first = LocalStack(state_dir, components=("redis",))
+    second = LocalStack(state_dir, components=("redis",))
+    async with first:
+        rec = first.load().redis
+        assert rec is not None
+        assert rec.pid is not None
+        assert rec.proc_start is not None
+        await second.__aenter__()
+    assert is_alive(rec.pid, rec.proc_start)  # the second session still uses it
+    await second.stop()
+    assert await wait_gone(rec.pid, rec.proc_start, 10.0)
+    await second.stop()  # idempotent
+
+
+@pytest.mark.usefixtures("cleanup")
+async def test_a_context_never_stops_a_stack_it_found_running(state_dir: Path) -> None:
+    """A stack brought up by `stack up` survives a test session that merely reused it."""
+    await LocalStack(state_dir).up(("redis",))
+    async with LocalStack(state_dir, components=("redis",)) as session:
+        rec = session.load().redis
+    assert rec is not None
+    assert rec.pid is not None
+    assert rec.proc_start is not None
+    assert is_alive(rec.pid, rec.proc_start)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 from typing import Any
@@ -126,23 +127,7 @@ def test_all_services_come_from_one_dockerfile(services: dict[str, dict[str, Any
     assert (COMPOSE_DIR / context / dockerfile).is_file()
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "topics",
-        "sandbox",
-        "projector",
-        "reconciler",
-        pytest.param(
-            "worker",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="`agentledger worker` (the fleet's command) has not landed yet; "
-                "remove this mark when it does",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("name", ["topics", "sandbox", "projector", "reconciler", "worker"])
 def test_service_command_is_an_agentledger_command(
     services: dict[str, dict[str, Any]], name: str
 ) -> None:
@@ -154,3 +139,10 @@ def test_service_command_is_an_agentledger_command(
     except SystemExit as e:
         pytest.fail(f"{name}: `{' '.join(command)}` does not parse (exit {e.code})")
     assert callable(args.run)
+
+
+def test_the_worker_runs_an_agent_that_exists(services: dict[str, dict[str, Any]]) -> None:
+    """The worker's --agent MODULE:FACTORY names an importable factory."""
+    command = services["worker"]["command"]
+    module_name, _, factory = command[command.index("--agent") + 1].partition(":")
+    assert callable(getattr(importlib.import_module(module_name), factory))

@@ -55,6 +55,11 @@ class StackPaths:
         return self.root / "stack.lock"
 
     @property
+    def holders(self) -> Path:
+        """One file per live process inside a LocalStack context (see stack.holders)."""
+        return self.root / "holders"
+
+    @property
     def kafka(self) -> Path:
         """Kafka's own directory (jars, configs, data, log)."""
         return self.root / "kafka"

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-import fcntl
-import os
-from collections.abc import AsyncIterator, Collection
-from contextlib import asynccontextmanager
+from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -16,6 +13,7 @@ import structlog
 
 from agentledger.errors import StackError
 from agentledger.stack.config import KAFKA_VERSION, KafkaPorts, StackPaths, new_cluster_id
+from agentledger.stack.holders import live_holders, register
 from agentledger.stack.jars import ensure_jars
 from agentledger.stack.kafka import (
     KafkaBindError,
@@ -50,10 +48,9 @@ from agentledger.stack.state import (
     StackStatus,
     UpReport,
     kafka_bootstrap,
-    parse_state,
     redis_url,
-    render_state,
 )
+from agentledger.stack.statefile import load_state, locked, save_state
 
 log = structlog.get_logger(__name__)
 
@@ -79,14 +76,23 @@ def _stopped(record: R) -> R:
 class LocalStack:
     """The embedded Kafka + Redis under one state directory; an async context manager.
 
-    Entering brings the stack up (reusing whatever already runs there); leaving stops only the
-    processes this instance started, unless ``keep_running``. ``stop()`` is idempotent.
+    Entering registers this process as a holder and brings the stack up, reusing whatever
+    already runs there. Leaving unregisters; when the last live holder leaves, the processes
+    that contexts started are stopped (a stack started by ``agentledger stack up`` is left
+    alone), unless ``keep_running``. ``stop()`` is idempotent.
     """
 
-    def __init__(self, state_dir: Path, *, keep_running: bool = False) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        keep_running: bool = False,
+        components: Collection[Component] = BOTH,
+    ) -> None:
         self.paths = StackPaths(state_dir.resolve())
         self.keep_running = keep_running
-        self._started: set[Component] = set()
+        self.components = tuple(components)
+        self._holder: Path | None = None
         self._endpoints: Endpoints | None = None
 
     @property
@@ -98,8 +104,18 @@ class LocalStack:
         return self._endpoints
 
     async def __aenter__(self) -> Self:
-        """Bring the stack up."""
-        await self.up()
+        """Hold the stack and bring it up."""
+        self._holder = register(self.paths.holders)
+        try:
+            report = await self.up(self.components)
+        except BaseException:
+            await self.stop()
+            raise
+        if report.started and not self.keep_running:
+            async with self._locked():
+                state = self.load()
+                held = tuple(sorted({*state.held, *report.started}))
+                self._save(state.model_copy(update={"held": held}))
         return self
 
     async def __aexit__(
@@ -108,42 +124,35 @@ class LocalStack:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        """Stop what this instance started."""
+        """Release the stack."""
         await self.stop()
 
     async def stop(self) -> None:
-        """Stop the processes this instance started (idempotent; no-op with keep_running)."""
-        started, self._started = self._started, set()
-        if started and not self.keep_running:
-            await self.down(tuple(started))
+        """Stop holding; the last holder out stops what contexts started (idempotent)."""
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        async with self._locked():
+            holder.unlink(missing_ok=True)
+            if live_holders(self.paths.holders):
+                return
+            state = self.load()
+            if state.held:
+                held = [c for c in BOTH if c in state.held]
+                await self._down_unlocked(held)
+                self._save(self.load().model_copy(update={"held": ()}))
 
     # -- state file and lock -------------------------------------------------------------------
 
     def load(self) -> StackState:
         """The state file, or an empty state when there is none."""
-        try:
-            text = self.paths.state_file.read_text()
-        except FileNotFoundError:
-            return StackState()
-        return parse_state(text, self.paths.state_file)
+        return load_state(self.paths)
 
     def _save(self, state: StackState) -> StackState:
-        """Write the state file atomically."""
-        tmp = self.paths.state_file.with_suffix(".tmp")
-        tmp.write_text(render_state(state))
-        os.replace(tmp, self.paths.state_file)
-        return state
+        return save_state(self.paths, state)
 
-    @asynccontextmanager
-    async def _locked(self) -> AsyncIterator[None]:
-        """Hold the state directory's lock (between processes too) while changing the stack."""
-        self.paths.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.paths.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the descriptor releases the flock
+    def _locked(self) -> AbstractAsyncContextManager[None]:
+        return locked(self.paths)
 
     # -- up --------------------------------------------------------------------------------------
 
@@ -159,7 +168,6 @@ class LocalStack:
             if "kafka" in components:
                 state, did = await self._ensure_kafka(state)
                 (started if did else reused).append("kafka")
-        self._started.update(started)
         report = UpReport(
             kafka_bootstrap=kafka_bootstrap(state.kafka) if state.kafka else None,
             redis_url=redis_url(state.redis) if state.redis else None,
@@ -267,20 +275,24 @@ class LocalStack:
 
     async def down(self, components: Collection[Component] = BOTH) -> DownReport:
         """Stop exactly the processes recorded as ours; records of dead ones are cleared."""
+        async with self._locked():
+            return await self._down_unlocked(components)
+
+    async def _down_unlocked(self, components: Collection[Component]) -> DownReport:
+        """``down`` for a caller that holds the lock."""
         stopped: list[str] = []
         gone: list[str] = []
-        async with self._locked():
-            state = self.load()
-            for name in ("kafka", "redis"):
-                rec: ProcessRecord | None = getattr(state, name)
-                if name not in components or rec is None:
-                    continue
-                if rec.pid is not None and rec.proc_start is not None:
-                    grace = KAFKA_STOP_GRACE_S if name == "kafka" else REDIS_STOP_GRACE_S
-                    markers = self._markers(name, rec)
-                    ours = await terminate(rec.pid, rec.proc_start, markers, grace=grace)
-                    (stopped if ours else gone).append(name)
-                state = self._save(state.model_copy(update={name: _stopped(rec)}))
+        state = self.load()
+        for name in ("kafka", "redis"):
+            rec: ProcessRecord | None = getattr(state, name)
+            if name not in components or rec is None:
+                continue
+            if rec.pid is not None and rec.proc_start is not None:
+                grace = KAFKA_STOP_GRACE_S if name == "kafka" else REDIS_STOP_GRACE_S
+                markers = self._markers(name, rec)
+                ours = await terminate(rec.pid, rec.proc_start, markers, grace=grace)
+                (stopped if ours else gone).append(name)
+            state = self._save(state.model_copy(update={name: _stopped(rec)}))
         log.info("stack_down", stopped=stopped, already_gone=gone)
         return DownReport(stopped=tuple(stopped), already_gone=tuple(gone))
 

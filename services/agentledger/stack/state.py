@@ -52,6 +52,8 @@ class StackState(BaseModel):
     format: int = STATE_FORMAT
     kafka: KafkaRecord | None = None
     redis: RedisRecord | None = None
+    # Components started by a LocalStack context: stopped when its last holder leaves.
+    held: tuple[str, ...] = ()
 
 
 def parse_state(text: str, source: Path) -> StackState:
