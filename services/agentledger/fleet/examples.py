@@ -56,15 +56,19 @@ def refund(settings: FleetSettings) -> Agent:
     return Agent(name=base.agent, spec=spec, body=body, providers=lambda: _sandbox(settings))
 
 
-def refund_intent(seed: int, run_id: str) -> dict[str, Any]:
-    """What the gated agent asks a human to approve for this run (its hash is the intent hash)."""
-    order = order_of(seed, run_id)
-    decision = model_decision(seed, run_id, order).value
+def approval_intent(order: Mapping[str, Any]) -> dict[str, Any]:
+    """What the gated agent asks a human to approve: a full refund of the order (its hash is
+    the intent hash)."""
     return {
         "order_id": order["order_id"],
-        "amount_cents": decision["amount_cents"],
+        "amount_cents": order["amount_cents"],
         "currency": order["currency"],
     }
+
+
+def refund_intent(seed: int, run_id: str) -> dict[str, Any]:
+    """The intent a fresh gated run of ``seed`` asks approval for."""
+    return approval_intent(order_of(seed, run_id))
 
 
 def gated_refund(settings: FleetSettings) -> Agent:
@@ -100,7 +104,7 @@ async def _gated(run: Run, seed: int, think_s: float) -> dict[str, Any]:
     decision = await run.step("decide", decide)
 
     async def pay(step: Step) -> Any:
-        intent = refund_intent(seed, run_id)
+        intent = approval_intent(order)
         await step.approval(intent, ask=f"refund {intent['amount_cents']} to {order['order_id']}")
         request = EffectRequest(
             kind="payments",
@@ -117,7 +121,11 @@ async def _gated(run: Run, seed: int, think_s: float) -> dict[str, Any]:
             await asyncio.sleep(think_s)
         request = EffectRequest(
             kind="emails",
-            identity={"to": order["customer"], "template": "refund_paid", "order_id": run_id},
+            identity={
+                "to": order["customer"],
+                "template": "refund_paid",
+                "order_id": order["order_id"],
+            },
             free_text={"body": decision["explanation"]},
         )
         done = await step.effect("email_customer", request, provider="sandbox")
@@ -129,4 +137,12 @@ async def _gated(run: Run, seed: int, think_s: float) -> dict[str, Any]:
     return result
 
 
-__all__ = ["GATED_AGENT", "GATED_PLAN", "PLAN", "gated_refund", "refund", "refund_intent"]
+__all__ = [
+    "GATED_AGENT",
+    "GATED_PLAN",
+    "PLAN",
+    "approval_intent",
+    "gated_refund",
+    "refund",
+    "refund_intent",
+]

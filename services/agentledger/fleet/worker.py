@@ -43,7 +43,8 @@ class FleetWorker:
         self.settings = settings
         self.agent = agent
         self.worker_id = settings.worker_id
-        self.outcomes: dict[str, Outcome] = {}
+        self.outcomes: dict[str, Outcome] = {}  # the last outcome of each run
+        self.history: list[tuple[str, Outcome]] = []  # every request's, in order
         self._active: dict[str, asyncio.Future[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._fatal: ProducerFencedError | None = None
@@ -151,6 +152,7 @@ class FleetWorker:
                 await previous  # one request of a run at a time in this process
             outcome = await executor.execute(event, lambda: consumer.settle(request))
             self.outcomes[run_id] = outcome
+            self.history.append((run_id, outcome))
             log.info("request_done", status=outcome.status, detail=outcome.detail)
         except ProducerFencedError as e:
             self._fatal = self._fatal or e
