@@ -22,6 +22,7 @@ from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_specs
 from agentledger.settings import CommonSettings
 from agentledger.stack import LocalStack, StackPaths, ensure_jars
+from agentledger.stack.local import Component
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION_STATE_DIR = REPO / ".agentledger"
@@ -29,18 +30,22 @@ SESSION_STATE_DIR = REPO / ".agentledger"
 
 @dataclass(frozen=True)
 class StackUnderTest:
-    """Where the session's Kafka and Redis answer, and the local stack when we run it."""
+    """Where the session's Kafka and Redis answer, and the local stack when we run (part of) it."""
 
     kafka_bootstrap: str
     redis_url: str
     local: LocalStack | None  # None when both endpoints are external
 
+    async def restart_kafka(self) -> None:
+        """Stop the broker and start it again on the same port and data (chaos tests)."""
+        await self.require_local().restart_kafka()
+
     def require_local(self) -> LocalStack:
-        """The local stack (to restart or kill the broker); skips when the servers are external."""
-        if self.local is None:
+        """The local stack (to kill or restart the broker); skips when Kafka is external."""
+        if self.local is None or "kafka" not in self.local.components:
             pytest.skip(
-                "needs the embedded local stack to control the broker; external "
-                "AGENTLEDGER_KAFKA_BOOTSTRAP/AGENTLEDGER_REDIS_URL were given"
+                "needs the embedded local Kafka to control the broker; an external "
+                "AGENTLEDGER_KAFKA_BOOTSTRAP was given"
             )
         return self.local
 
@@ -73,13 +78,16 @@ async def stack() -> AsyncIterator[StackUnderTest]:
     if kafka is not None and redis is not None:
         yield StackUnderTest(kafka_bootstrap=kafka, redis_url=redis, local=None)
         return
-    async with LocalStack(SESSION_STATE_DIR) as local:
-        endpoints = local.endpoints
-        yield StackUnderTest(
-            kafka_bootstrap=kafka or endpoints.kafka_bootstrap,
-            redis_url=redis or endpoints.redis_url,
-            local=local,
-        )
+    missing: list[Component] = [
+        name for name, url in (("kafka", kafka), ("redis", redis)) if not url
+    ]
+    async with LocalStack(SESSION_STATE_DIR, components=missing) as local:
+        assert local.last_up is not None
+        kafka = kafka or local.last_up.kafka_bootstrap
+        redis = redis or local.last_up.redis_url
+        assert kafka is not None
+        assert redis is not None
+        yield StackUnderTest(kafka_bootstrap=kafka, redis_url=redis, local=local)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -88,6 +96,9 @@ async def ledger_settings(stack: StackUnderTest) -> AsyncIterator[CommonSettings
 
     The topics are deleted and the keys removed after the test.
     """
+    if stack.local is not None:
+        # Cheap when healthy; restarts a half that an earlier (chaos) test left dead.
+        await stack.local.up(stack.local.components)
     tag = f"t{uuid.uuid4().hex[:12]}"
     settings = IsolatedSettings(
         kafka_bootstrap=stack.kafka_bootstrap,

@@ -59,6 +59,7 @@ BOTH: tuple[Component, ...] = ("redis", "kafka")
 KAFKA_STOP_GRACE_S = 30.0
 REDIS_STOP_GRACE_S = 10.0
 BIND_ATTEMPTS = 3
+REUSE_PATIENCE_S = 60.0  # how long a live but silent server of ours gets before replacement
 
 
 def _now() -> datetime:
@@ -93,15 +94,15 @@ class LocalStack:
         self.keep_running = keep_running
         self.components = tuple(components)
         self._holder: Path | None = None
-        self._endpoints: Endpoints | None = None
+        self.last_up: UpReport | None = None
 
     @property
     def endpoints(self) -> Endpoints:
-        """The endpoints found by the last ``up``."""
-        if self._endpoints is None:
+        """Both endpoints, as found by the last ``up`` (which must have covered both)."""
+        if self.last_up is None:
             msg = "the local stack is not up yet: call up() or enter the context first"
             raise StackError(msg)
-        return self._endpoints
+        return self.last_up.endpoints
 
     async def __aenter__(self) -> Self:
         """Hold the stack and bring it up."""
@@ -169,13 +170,14 @@ class LocalStack:
                 state, did = await self._ensure_kafka(state)
                 (started if did else reused).append("kafka")
         report = UpReport(
-            kafka_bootstrap=kafka_bootstrap(state.kafka) if state.kafka else None,
-            redis_url=redis_url(state.redis) if state.redis else None,
+            kafka_bootstrap=kafka_bootstrap(state.kafka)
+            if state.kafka and "kafka" in components
+            else None,
+            redis_url=redis_url(state.redis) if state.redis and "redis" in components else None,
             started=tuple(started),
             reused=tuple(reused),
         )
-        if report.kafka_bootstrap is not None and report.redis_url is not None:
-            self._endpoints = report.endpoints
+        self.last_up = report
         log.info("stack_up", started=started, reused=reused, state_dir=str(self.paths.root))
         return report
 
@@ -185,9 +187,14 @@ class LocalStack:
         if rec is not None and rec.pid is not None and rec.proc_start is not None:
             markers = redis_markers(self.paths, rec.port)
             if is_ours(rec.pid, rec.proc_start, markers):
-                if await redis_answers(rec.port):
+                try:
+                    await wait_redis_ready(
+                        self.paths, rec.pid, rec.proc_start, rec.port, REUSE_PATIENCE_S
+                    )
+                except StackError:
+                    log.warning("stack_redis_unresponsive_restarting", pid=rec.pid)
+                else:
                     return state, False
-                log.warning("stack_redis_unresponsive_restarting", pid=rec.pid)
                 await terminate(rec.pid, rec.proc_start, markers, grace=REDIS_STOP_GRACE_S)
         exe = await find_redis_server()
         version = await redis_version(exe)
@@ -210,9 +217,15 @@ class LocalStack:
         if rec is not None and rec.pid is not None and rec.proc_start is not None:
             markers = kafka_markers(self.paths)
             if is_ours(rec.pid, rec.proc_start, markers):
-                if await broker_answers(kafka_bootstrap(rec)):
+                # Alive but slow (busy machine, still starting): give it time before replacing it.
+                try:
+                    await wait_broker_ready(
+                        self.paths, rec.pid, rec.proc_start, rec.port, REUSE_PATIENCE_S
+                    )
+                except StackError:
+                    log.warning("stack_kafka_unresponsive_restarting", pid=rec.pid)
+                else:
                     return state, False
-                log.warning("stack_kafka_unresponsive_restarting", pid=rec.pid)
                 await terminate(rec.pid, rec.proc_start, markers, grace=KAFKA_STOP_GRACE_S)
         return await self._start_kafka(state, same_ports=False), True
 
