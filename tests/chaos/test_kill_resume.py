@@ -2,8 +2,10 @@
 
 Per kill point: for every seed a worker process runs two refund runs and SIGKILLs itself at the
 hit the seed picks; then Redis is flushed (FLUSHALL) and ONE brand-new process resumes all
-runs. The sandbox provider's ``GET /v1/effects`` must show every logical effect exactly once,
-and every run must end with the outcome, step results and cost of an uninterrupted run.
+runs. Worker processes are forked from a fork server that preloaded agentledger (new pids, no
+state of the parent or of each other; only the interpreter start-up is shared). The sandbox
+provider's ``GET /v1/effects`` must show every logical effect exactly once, and every run must
+end with the outcome, step results and cost of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from agentledger.worker.demo_runner import (
     flush_redis,
     performed_effects,
     read_views,
-    spawn_worker,
+    spawn_forked,
     worker_command,
 )
 
@@ -63,7 +65,7 @@ async def kill_then_resume(
         command = worker_command(
             settings, mine, url=sandbox.url, producer=producer, kill=kill, concurrency=4
         )
-        code, _ = await spawn_worker(command, logs / f"seed-{seed}.log")
+        code, _ = await spawn_forked(command, logs / f"seed-{seed}.log")
         exits.append(code)
         refs.append(ref)
         targets += mine
@@ -71,7 +73,7 @@ async def kill_then_resume(
     command = worker_command(
         settings, targets, url=sandbox.url, producer=producer, kill=None, concurrency=16
     )
-    code, out = await spawn_worker(command, logs / "resume.log")
+    code, out = await spawn_forked(command, logs / "resume.log")
     assert code == 0, f"the resuming worker failed: {out[-2000:]}"
     return merge(refs), exits
 

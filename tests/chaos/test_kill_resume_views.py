@@ -28,7 +28,7 @@ from agentledger.worker.demo_runner import (
     flush_redis,
     performed_effects,
     read_views,
-    spawn_worker,
+    spawn_forked,
     worker_command,
 )
 
@@ -79,7 +79,7 @@ async def test_resume_from_rebuilt_views_after_sigkill_and_flushall(
             settings, mine, url=sandbox.url, producer=producer,
             kill=kill_target(kill_at, seed, ref.hits), concurrency=4,
         )  # fmt: skip
-        code, _ = await spawn_worker(command, tmp_path / f"seed-{seed}.log")
+        code, _ = await spawn_forked(command, tmp_path / f"seed-{seed}.log")
         assert code == -signal.SIGKILL
         refs.append(ref)
         targets += mine
@@ -93,7 +93,7 @@ async def test_resume_from_rebuilt_views_after_sigkill_and_flushall(
     group = f"{settings.key_prefix}-projector"
     async with ProjectorProcess(projector_settings(settings, projector_group=group)) as projector:
         await projector.wait_ready()
-        code, out = await spawn_worker(command, tmp_path / "resume.log")
+        code, out = await spawn_forked(command, tmp_path / "resume.log")
     assert code == 0, out
     outcome: dict[str, str] = json.loads(out.strip().splitlines()[-1])
     started_fresh = [r for r, status in outcome.items() if "(new)" in status]
