@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import os
 import platform
 import sys
@@ -30,10 +29,9 @@ from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.cli import configure_logging
 from agentledger.events.models import EffectIntended, Event, RunStarted, StepStarted
-from agentledger.events.topics import topic_names, topic_specs
+from agentledger.events.topics import topic_specs
 from agentledger.leasing.redis_store import RedisLeaseStore
-from agentledger.projector.runtime import ProjectorRuntime
-from agentledger.projector.settings import ProjectorSettings
+from agentledger.projector.testing import ProjectorProcess, projector_settings
 from agentledger.providers.faults import FaultRule
 from agentledger.providers.http import HttpProvider
 from agentledger.providers.protocol import EffectRequest
@@ -48,23 +46,6 @@ from agentledger.worker.keys import effect_key
 
 REQUEST = EffectRequest(kind="payments", identity={"amount": 1250, "currency": "EUR"})
 EFFECT = "charge"
-
-
-def _projector_child(settings_json: str) -> None:
-    """A projector process: every run partition assigned, caught up to the log end on ticks."""
-    configure_logging("WARNING")
-
-    async def main() -> None:
-        settings = ProjectorSettings.model_validate_json(settings_json)
-        runtime = ProjectorRuntime(settings)
-        await runtime.start()
-        names = topic_names(settings)
-        runtime.assign([(t, p) for t in names.run_topics for p in range(settings.run_partitions)])
-        while True:
-            await runtime.tick()
-            await asyncio.sleep(0.02)
-
-    asyncio.run(main())
 
 
 async def _open_intents(settings: CommonSettings, sandbox_url: str, intents: int) -> list[str]:
@@ -144,16 +125,14 @@ async def bench(
     common = base.model_copy(update={"topic_prefix": f"{tag}.", "key_prefix": tag})
     specs = topic_specs(common)
     await ensure_topics(common, specs)
-    projector = multiprocessing.get_context("spawn").Process(
-        target=_projector_child, args=(common.model_dump_json(),), daemon=True
-    )
-    projector.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             async with (
+                ProjectorProcess(projector_settings(common)) as projector,
                 SandboxProcess(Path(tmp) / "sandbox.sqlite3", synchronous="NORMAL") as sandbox,
                 SandboxClient(sandbox.url) as client,
             ):
+                await projector.wait_ready()
                 keys = await _open_intents(common, sandbox.url, intents)
                 indexed_s = await _wait_indexed(common, intents, 600)
                 await client.set_faults(FaultRule(latency_ms=latency_ms, ops=frozenset({"lookup"})))
@@ -176,8 +155,6 @@ async def bench(
                 lookups = await client.lookups()
                 floor = await _floor(sandbox.url, keys, concurrency * instances)
     finally:
-        projector.terminate()
-        projector.join(10)
         await delete_topics(common, [s.name for s in specs])
     resolved = result["resolved"]
     return {
@@ -200,6 +177,7 @@ async def bench(
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         },
     }
 

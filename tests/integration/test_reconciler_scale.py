@@ -10,10 +10,18 @@ from agentledger.events.models import Event, RunStarted, StepStarted
 from agentledger.providers.http import HttpProvider
 from agentledger.reconciler.app import open_reconciler
 from agentledger.worker.keys import effect_key
-from tests.integration.test_reconciler import EFFECT, REQUEST, Env, env, eventually, intent
+from tests.integration.test_reconciler import (
+    EFFECT,
+    REQUEST,
+    Env,
+    env,
+    eventually,
+    intent,
+    module_settings,
+)
 
 pytestmark = pytest.mark.integration
-__all__ = ["env"]
+__all__ = ["env", "module_settings"]
 
 RUNS = 500
 

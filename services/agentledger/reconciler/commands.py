@@ -179,7 +179,7 @@ async def _effects_list(args: argparse.Namespace) -> int:
     async with RedisViewStore.from_url(
         _redis_url(settings), key_prefix=settings.key_prefix
     ) as views:
-        rows = await effect_rows(views, run_id=args.run, state=args.state, limit=args.limit)
+        rows = await effect_rows(views, run_id=args.run_id, state=args.state, limit=args.limit)
     if args.json:
         _out(json.dumps(rows, sort_keys=True))
     else:
@@ -191,11 +191,13 @@ async def _effects_list(args: argparse.Namespace) -> int:
 async def _effects_compensate(args: argparse.Namespace) -> int:
     settings = await _settings()
     async with open_reconciler(settings) as app:
-        view = await app.views.load(args.run)
+        view = await app.views.load(args.run_id)
         if view is None:
-            raise RunError("no such run in the views", run_id=args.run)
+            raise RunError("no such run in the views", run_id=args.run_id)
         keys = find_effect_keys(view, args.effect)
-        results = await app.reconciler.compensator.compensate(args.run, keys, hint_fence=view.fence)
+        results = await app.reconciler.compensator.compensate(
+            args.run_id, keys, hint_fence=view.fence
+        )
     rows = [r.__dict__ for r in results]
     if args.json:
         _out(json.dumps(rows, sort_keys=True))
@@ -238,7 +240,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     effects = subparsers.add_parser("effects", help="effects of runs, as the views know them")
     esub = effects.add_subparsers(dest="effects_command", required=True, metavar="ACTION")
     elist = esub.add_parser("list", help="effects with their state and external reference")
-    elist.add_argument("--run", help="only this run")
+    elist.add_argument("--run", dest="run_id", metavar="RUN", help="only this run")
     elist.add_argument("--state", choices=EFFECT_STATES, help="only effects in this state")
     elist.add_argument("--limit", type=int, default=1000, help="runs to look at (default 1000)")
     elist.add_argument("--json", action="store_true")
@@ -246,7 +248,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     comp = esub.add_parser(
         "compensate", help="undo a performed effect once (provider compensate, own key)"
     )
-    comp.add_argument("run", metavar="RUN")
+    comp.add_argument("run_id", metavar="RUN")
     comp.add_argument("effect", metavar="EFFECT", help="effect name or idempotency key")
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(run=_effects_compensate)
