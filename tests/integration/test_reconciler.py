@@ -26,10 +26,13 @@ from agentledger.errors import ProviderUnavailableError
 from agentledger.events.models import (
     Alert,
     EffectIntended,
+    EffectRecorded,
     Event,
     ResumeRequested,
     RunEvent,
+    RunFinished,
     RunStarted,
+    StepRejected,
     StepStarted,
 )
 from agentledger.events.topics import topic_names, topic_specs
@@ -377,3 +380,55 @@ async def test_a_live_worker_keeps_its_intent(env: Env) -> None:
     report = await reconcile_once(env)
     assert report["held"] >= 1
     assert key not in await env.client.lookups()
+
+
+async def test_orphaned_run_is_requeued_with_an_alert(env: Env) -> None:
+    """A running run with no lease and no open intent is re-queued once, with run.orphaned."""
+    lease = await env.leases.acquire("run-orphan", "w-dead", 60_000)
+    env_ = {"run_id": "run-orphan", "fence": lease.fence, "worker_id": "w-dead"}
+    await env.log.publish([RunStarted(**env_, seq=1, agent="test", plan=[EFFECT])])
+    await env.leases.release(lease)
+    await env.view("run-orphan")
+    async with open_reconciler(env.settings(reconciler_orphan_grace_ms=0)) as app:
+        first = await app.reconciler.run_once()
+        assert first.orphans >= 1
+    assert await requests_for(env, "run-orphan") == 1
+    alerts = [
+        e
+        for e in await topic_events(env.common, "alerts")
+        if isinstance(e, Alert) and e.run_id == "run-orphan"
+    ]
+    assert [(a.code, a.state) for a in alerts] == [("run.orphaned", "open")]
+
+
+async def test_failed_run_is_compensated_once_at_the_sandbox(env: Env) -> None:
+    """A failed run's performed effect in a rejected step is undone once, under its own key."""
+    run_id = "run-comp"
+    key = effect_key(run_id, 0, EFFECT, 0)
+    async with HttpProvider(env.sandbox.url, name="sandbox") as provider:
+        performed = await provider.perform(REQUEST, key)
+    lease = await env.leases.acquire(run_id, "w-1", 60_000)
+    env_ = {"run_id": run_id, "fence": lease.fence, "worker_id": "w-1"}
+    await env.log.publish(
+        [
+            RunStarted(**env_, seq=1, agent="test", plan=[EFFECT]),
+            StepStarted(**env_, seq=2, step=0, step_name=EFFECT, attempt=1),
+            intent(run_id, key, seq=3, fence=lease.fence, worker="w-1"),
+            EffectRecorded(
+                **env_, seq=4, step=0, effect=EFFECT, idempotency_key=key,
+                outcome="succeeded", external_ref=performed.external_ref,
+            ),
+            StepRejected(**env_, seq=5, step=0, step_name=EFFECT, attempt=1, reason="bad"),
+            RunFinished(**env_, seq=6, status="failed"),
+        ]
+    )  # fmt: skip
+    await env.leases.release(lease)
+    await env.view(run_id)
+    for _ in range(2):
+        report = await reconcile_once(env)
+    assert report["compensated"] == 0
+    undone = await env.effects(f"{key}:compensate")
+    assert [(e.kind, e.compensates) for e in undone] == [
+        ("payments.compensation", performed.external_ref)
+    ]
+    assert (await env.view(run_id)).effects[key].state == "compensated"

@@ -351,3 +351,24 @@ async def test_expired_pause_raises_an_alert() -> None:
     w.now[0] += 2_000
     assert (await rec.run_once()).alerts_opened == 1
     assert (await rec.run_once()).alerts_opened == 0
+
+
+async def test_identity_mismatch_pauses_once_and_is_not_looked_up_again() -> None:
+    """A key the provider holds for other identity fields: paused, one critical alert, no retry."""
+    w = World()
+    other = EffectRequest(kind="payments", identity={"amount": 999, "currency": "EUR"})
+    await w.provider.perform(other, "k1")
+    await w.start_run("r1", "k1")
+    rec = w.reconciler()
+    first = await rec.run_once()
+    assert first.unknown == 1
+    view = await w.view("r1")
+    assert view.pause is not None
+    assert view.pause.reason == "effect_identity_mismatch"
+    assert view.effects["k1"].state == "unknown"
+    w.now[0] += 60_000
+    again = await rec.run_once()
+    assert again.looked_up == 0
+    assert w.provider.lookups["k1"] == 1
+    alerts = [a for a in w.published(Alert) if isinstance(a, Alert)]
+    assert [(a.code, a.severity) for a in alerts] == [("effect.identity_mismatch", "critical")]
