@@ -60,7 +60,7 @@ async def rebuild_views(settings: WorkerSettings, logs: Path) -> dict[str, objec
     return report
 
 
-@pytest.mark.parametrize("kill_at", ["random-step", "after-provider-commit"])
+@pytest.mark.parametrize("kill_at", ["random-step"])
 async def test_resume_from_rebuilt_views_after_sigkill_and_flushall(
     kill_at: str,
     ledger_settings: CommonSettings,
