@@ -100,7 +100,11 @@ class Reconciler:
             await self.compensator.scan(report, limit=self.settings.reconciler_scan_limit)
         await self.watch.settle(report, seen)
         await self.book.flush(self.log, older_than_ms=self.settings.reconciler_alert_flush_ms)
-        _log.info("reconciler_pass", owner=self.owner, **report.to_dict())
+        counts = report.to_dict()
+        # An idle pass every poll would drown the log: say something only when something moved.
+        (_log.info if any(counts.values()) else _log.debug)(
+            "reconciler_pass", owner=self.owner, **counts
+        )
         return report
 
     async def run(self, stop: asyncio.Event) -> None:
