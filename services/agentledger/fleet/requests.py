@@ -118,7 +118,7 @@ class RequestConsumer:
         await self.commit(only=tps)
         for tp in tps:
             self.book.revoke(tp)
-        _log.info("requests_revoked", partitions=sorted(tps))
+        _log.info("requests_revoked", partitions=sorted(tps))  # lists of [topic, partition]
 
     def assigned(self, tps: set[TopicPartition]) -> None:
         """Track the partitions we got."""
@@ -168,7 +168,8 @@ class RequestConsumer:
         try:
             await consumer.commit(offsets)
         except KafkaError as e:
-            _log.warning("requests_commit_failed", error=repr(e), positions=due)
+            where = {f"{t}[{p}]": pos for (t, p), pos in due.items()}
+            _log.warning("requests_commit_failed", error=repr(e), positions=where)
             return
         self.book.committed(due)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -139,6 +140,19 @@ class WorkerProcess:
                 env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,
             )  # fmt: skip
+
+    def assigned(self) -> set[tuple[str, int]] | None:
+        """The request partitions the worker logged it was last given (None: not yet)."""
+        last: set[tuple[str, int]] | None = None
+        if not self.log_path.exists():
+            return None
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            if '"requests_assigned"' not in line:
+                continue
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                last = {(str(t), int(p)) for t, p in record.get("partitions", [])}
+        return last
 
     def signal(self, sig: signal.Signals) -> None:
         """Send ``sig`` to the child if it still runs."""
