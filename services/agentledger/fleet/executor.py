@@ -44,7 +44,7 @@ from agentledger.events.models import (
     now_ms,
 )
 from agentledger.fleet.agent import Agent
-from agentledger.fleet.alerts import lease_lost_alert
+from agentledger.fleet.alerts import FENCE_STALE, LEASE_LOST, lease_lost_alert
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.tap import DurableTap
@@ -217,6 +217,7 @@ class RunExecutor:
                 [t for t in (body, waiter) if t is not None], return_when=asyncio.FIRST_COMPLETED
             )
             if not body.done():
+                await self._alert(run.run_id, run.view.fence, LEASE_LOST, "renewal refused")
                 # The SDK refuses every write without the lease, so the body stops at its next
                 # one; a body busy elsewhere (a long model call) is cancelled after a grace.
                 # Not at once: cancelling a publish the group commit is checking could fail
@@ -241,16 +242,20 @@ class RunExecutor:
 
     async def _abandon(self, run_id: str, holder: list[Run], error: StaleFenceError) -> Outcome:
         fence = holder[0].view.fence if holder else None
-        code = "lease.lost" if isinstance(error, _LeaseLostError) else "fence.stale"
-        alert = lease_lost_alert(code, run_id=run_id, worker_id=self.worker_id, fence=fence,
-                                 reason=str(error))  # fmt: skip
+        if not isinstance(error, _LeaseLostError):  # a lost lease was alerted as it was seen
+            await self._alert(run_id, fence, FENCE_STALE, str(error))
+        _log.warning("run_abandoned", run_id=run_id, worker_id=self.worker_id, fence=fence,
+                     reason=str(error))  # fmt: skip
+        return Outcome("abandoned", str(error))
+
+    async def _alert(self, run_id: str, fence: int | None, code: str, reason: str) -> None:
+        alert = lease_lost_alert(
+            code, run_id=run_id, worker_id=self.worker_id, fence=fence, reason=reason
+        )
         try:
             await self._publisher.publish([alert])
         except PublishError as e:
-            _log.error("alert_publish_failed", run_id=run_id, error=str(e))
-        _log.warning("run_abandoned", run_id=run_id, worker_id=self.worker_id, code=code,
-                     fence=fence, reason=str(error))  # fmt: skip
-        return Outcome("abandoned", str(error))
+            _log.error("alert_publish_failed", run_id=run_id, code=code, error=str(e))
 
 
 async def _settle_when(durable: asyncio.Event, settle: Callable[[], None]) -> None:
