@@ -262,3 +262,7 @@ class ViewWriteConflictError(RunError):
     """Another projector kept rewriting this run's view while we folded it; retry the batch."""
 
     retryable: ClassVar[bool] = True
+
+
+class GraphStateError(RunError):
+    """A LangGraph checkpoint the saver needs is not recorded, or its stored values do not chain."""

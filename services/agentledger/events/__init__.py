@@ -11,6 +11,8 @@ from agentledger.events.models import (
     ActivityRecorded,
     Alert,
     ApprovalDecided,
+    CheckpointSaved,
+    CheckpointsDeleted,
     DeadLettered,
     EffectCompensated,
     EffectEvent,
@@ -31,6 +33,7 @@ from agentledger.events.models import (
     StepEvent,
     StepRejected,
     StepStarted,
+    WritesSaved,
     now_ms,
 )
 from agentledger.events.topics import TopicNames, TopicSpec, topic_names, topic_specs
@@ -43,6 +46,8 @@ __all__ = [
     "ActivityRecorded",
     "Alert",
     "ApprovalDecided",
+    "CheckpointSaved",
+    "CheckpointsDeleted",
     "DeadLettered",
     "EffectCompensated",
     "EffectEvent",
@@ -66,6 +71,7 @@ __all__ = [
     "StepStarted",
     "TopicNames",
     "TopicSpec",
+    "WritesSaved",
     "now_ms",
     "topic_names",
     "topic_specs",

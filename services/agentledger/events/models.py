@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 RunStatus = Literal[
     "running", "paused", "succeeded", "failed", "rejected", "budget_exceeded", "cancelled"
@@ -24,6 +24,8 @@ Finding = Literal["LANDED", "NOT_LANDED", "UNKNOWN"]
 Decision = Literal["approved", "rejected", "revoked"]
 VersionPolicy = Literal["refuse", "continue", "replan"]
 Severity = Literal["info", "warning", "critical"]
+#: How a LangGraph channel value is stored in a CheckpointSaved blob.
+BLOB_KINDS: tuple[str, ...] = ("full", "append", "empty")
 
 
 def now_ms() -> int:
@@ -198,6 +200,95 @@ class RunFinished(StepEvent):
     error: str | None = None
 
 
+# --- runs.steps: LangGraph checkpoints (agentledger.integrations.langgraph) ----------------
+# A LangGraph thread is a run; each checkpoint it saves is a step of that run. Channel values
+# and pending writes are LangGraph-serialized (``serde.dumps_typed``: a type tag and bytes),
+# redacted before the event is built, and travel as parallel arrays (one Avro record per file).
+
+
+class CheckpointSaved(StepEvent):
+    """A LangGraph checkpoint was saved as step ``step``; blobs are the channels it changed.
+
+    Blob ``i`` is channel ``blob_channels[i]`` at version ``blob_versions[i]`` (versions are
+    JSON text: LangGraph versions are int, float or str). Its kind is ``full`` (the value),
+    ``append`` (the items appended to the channel's list at version ``blob_bases[i]``) or
+    ``empty`` (the channel has no value at that version).
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
+
+    step: int = Field(ge=0)
+    checkpoint_ns: str = ""
+    checkpoint_id: str
+    parent_checkpoint_id: str | None = None
+    checkpoint_json: str
+    metadata_json: str = "{}"
+    blob_channels: list[str]
+    blob_versions: list[str]
+    blob_kinds: list[str]
+    blob_bases: list[str]
+    blob_types: list[str]
+    blob_values: list[bytes]
+
+    @model_validator(mode="after")
+    def _blobs_aligned(self) -> CheckpointSaved:
+        n = len(self.blob_channels)
+        sizes = {
+            len(self.blob_versions),
+            len(self.blob_kinds),
+            len(self.blob_bases),
+            len(self.blob_types),
+            len(self.blob_values),
+        }
+        if sizes != {n}:
+            msg = "the blob_* arrays of a CheckpointSaved must all have the same length"
+            raise ValueError(msg)
+        bad = sorted(set(self.blob_kinds) - set(BLOB_KINDS))
+        if bad:
+            msg = f"blob kinds {bad} are not among {BLOB_KINDS}"
+            raise ValueError(msg)
+        return self
+
+
+class WritesSaved(StepEvent):
+    """A LangGraph task's pending writes against the checkpoint saved as step ``step``."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", ser_json_bytes="base64", val_json_bytes="base64"
+    )
+
+    step: int = Field(ge=0)
+    checkpoint_ns: str = ""
+    checkpoint_id: str
+    task_id: str
+    task_path: str = ""
+    write_channels: list[str]
+    write_indexes: list[int]
+    write_types: list[str]
+    write_values: list[bytes]
+
+    @model_validator(mode="after")
+    def _writes_aligned(self) -> WritesSaved:
+        n = len(self.write_channels)
+        if {len(self.write_indexes), len(self.write_types), len(self.write_values)} != {n}:
+            msg = "the write_* arrays of a WritesSaved must all have the same length"
+            raise ValueError(msg)
+        return self
+
+
+class CheckpointsDeleted(StepEvent):
+    """LangGraph checkpoints (the steps listed) and their writes were deleted from the views.
+
+    ``reason`` is ``delete_thread``, ``delete_for_runs`` or ``prune``. Channel values that a
+    surviving checkpoint still needs stay; the log itself keeps every event until retention.
+    """
+
+    steps: list[int]
+    reason: str
+
+
 # --- runs.effects -------------------------------------------------------------------------
 
 
@@ -345,6 +436,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     RunResumed,
     RunForked,
     RunFinished,
+    CheckpointSaved,
+    WritesSaved,
+    CheckpointsDeleted,
     EffectIntended,
     EffectRecorded,
     EffectReconciled,

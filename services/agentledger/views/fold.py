@@ -17,6 +17,8 @@ from agentledger.events.models import (
     AcceptanceEvaluated,
     ActivityRecorded,
     ApprovalDecided,
+    CheckpointSaved,
+    CheckpointsDeleted,
     EffectCompensated,
     EffectIntended,
     EffectReconciled,
@@ -31,7 +33,9 @@ from agentledger.events.models import (
     StepCheckpointed,
     StepRejected,
     StepStarted,
+    WritesSaved,
 )
+from agentledger.views import graph_fold
 from agentledger.views.model import (
     ActivityView,
     Approval,
@@ -402,6 +406,18 @@ def _compensated(view: RunView, e: Any, r: FoldResult) -> None:
     r.touched_effects.add(ev.idempotency_key)
 
 
+def _graph_checkpoint(view: RunView, e: Any, r: FoldResult) -> None:
+    r.touched_steps |= graph_fold.checkpoint_saved(view, e)
+
+
+def _graph_writes(view: RunView, e: Any, r: FoldResult) -> None:
+    r.touched_steps |= graph_fold.writes_saved(view, e)
+
+
+def _graph_deleted(view: RunView, e: Any, r: FoldResult) -> None:
+    r.touched_steps |= graph_fold.checkpoints_deleted(view, e)
+
+
 _HANDLERS: dict[type[RunEvent], Any] = {
     RunStarted: _started,
     PlanRevised: _plan_revised,
@@ -419,4 +435,7 @@ _HANDLERS: dict[type[RunEvent], Any] = {
     EffectRecorded: _recorded,
     EffectReconciled: _reconciled,
     EffectCompensated: _compensated,
+    CheckpointSaved: _graph_checkpoint,
+    WritesSaved: _graph_writes,
+    CheckpointsDeleted: _graph_deleted,
 }

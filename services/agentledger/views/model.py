@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agentledger.views.graph_model import GraphCheckpoint
+
 StepStatus = Literal["started", "checkpointed", "rejected"]
 EffectState = Literal[
     "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated"
@@ -102,6 +104,7 @@ class StepView(BaseModel):
     inherited: bool = False
     activities: dict[int, ActivityView] = Field(default_factory=dict)
     checks: list[CheckView] = Field(default_factory=list)
+    graph: GraphCheckpoint | None = None  # set when the step is a LangGraph checkpoint
 
 
 class EffectView(BaseModel):
