@@ -13,22 +13,20 @@ import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaProducer
 
-from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.events import Alert, DeadLettered, EventCodec, RunResumed, StepStarted
 from agentledger.events.models import Event, RunRequested
-from agentledger.events.topics import topic_names, topic_specs
+from agentledger.events.topics import topic_names
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.projector.testing import (
     ProjectorProcess,
     expected_view,
-    projector_settings,
+    isolated_projector,
     read_events,
     sample_run,
     until,
 )
-from agentledger.settings import CommonSettings
 from agentledger.views.model import RunView
 from agentledger.views.redis_store import RedisViewStore
 from tests.conftest import StackUnderTest
@@ -62,33 +60,17 @@ class Env:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def env(stack: StackUnderTest) -> AsyncIterator[Env]:
     """Topics of this module, one projector instance on them (gap alert after 500 ms)."""
-    tag = f"p{uuid.uuid4().hex[:10]}"
-    common = CommonSettings.model_construct(
-        kafka_bootstrap=stack.kafka_bootstrap,
-        redis_url=stack.redis_url,
-        topic_prefix=f"{tag}.",
-        key_prefix=tag,
-    )
-    settings = projector_settings(
-        common, projector_group=f"{tag}-projector", projector_gap_alert_ms=500
-    )
-    specs = topic_specs(settings)
-    await ensure_topics(settings, specs)
-    assert settings.redis_url is not None
-    try:
+    async with isolated_projector(
+        stack.kafka_bootstrap, stack.redis_url, projector_gap_alert_ms=500
+    ) as settings:
+        assert settings.redis_url is not None
         async with (
             ProjectorProcess(settings) as proc,
-            KafkaEventLog(settings, transactional_id=f"{tag}-tx") as log,
-            RedisViewStore.from_url(settings.redis_url, key_prefix=tag) as store,
+            KafkaEventLog(settings, transactional_id=f"{settings.key_prefix}-tx") as log,
+            RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as store,
         ):
             await proc.wait_ready()
             yield Env(settings, log, store)
-    finally:
-        await delete_topics(settings, [s.name for s in specs])
-        async with RedisViewStore.from_url(stack.redis_url, key_prefix=tag) as cleaner:
-            keys = [k async for k in cleaner.client.scan_iter(match=f"{tag}:*", count=1000)]
-            if keys:
-                await cleaner.client.delete(*keys)
 
 
 def new_run() -> str:

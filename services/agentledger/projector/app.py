@@ -17,6 +17,7 @@ Two faust behaviours are changed on purpose, both documented where they are done
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import faust
@@ -96,6 +97,8 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         table_standby_replicas=1,
         producer_acks=-1,
         broker_commit_interval=1.0,
+        broker_session_timeout=settings.projector_session_timeout_ms / 1000,
+        broker_heartbeat_interval=settings.projector_session_timeout_ms / 5000,
         web_enabled=settings.projector_web_enabled,
         web_bind=settings.projector_web_host,
         web_host=settings.projector_web_host,
@@ -109,13 +112,27 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         key_serializer="raw",
         value_serializer="raw",
     )
-    within = settings.projector_batch_within_ms / 1000
+    # The agent only moves records into a bounded queue; one task folds whatever has queued up
+    # since its last batch (group-commit style): at low load a record waits for no timer, under
+    # load batches grow by themselves. faust acks a record once it is queued, so its committed
+    # offset may run ahead of what is applied; that is safe because Redis, not Kafka, holds the
+    # progress (see runner.py): a restart resumes at the committed offset and the hole below
+    # it is read back from the log.
+    queue: asyncio.Queue[Record] = asyncio.Queue(maxsize=4 * settings.projector_batch_max)
 
-    async def fold_batches(stream: Any) -> None:
-        async for events in stream.take_events(settings.projector_batch_max, within=within):
-            await runtime.process([_record(e) for e in events])
+    async def fold_stream(stream: Any) -> None:
+        async for event in stream.events():
+            await queue.put(_record(event))
 
-    app.agent(channel, name="agentledger-projector-fold")(fold_batches)
+    async def fold_batches() -> None:
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < settings.projector_batch_max and not queue.empty():
+                batch.append(queue.get_nowait())
+            await runtime.process(batch)
+
+    app.agent(channel, name="agentledger-projector-fold")(fold_stream)
+    app.task(fold_batches)
 
     async def tick() -> None:
         await runtime.tick()

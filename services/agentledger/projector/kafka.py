@@ -6,15 +6,16 @@ partition's tail) and for rebuilds. Group-less: it never commits offsets or join
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from agentledger.bus.admin import kafka_admin
 from agentledger.bus.clients import start_client, stop_client
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.projector.ports import LogReader, Record
@@ -46,6 +47,7 @@ class KafkaLogReader(LogReader):
             client_id=client_id,
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
+        self._admin: AIOKafkaAdminClient | None = None
         self._started = False
         self._stopped = False
 
@@ -65,10 +67,24 @@ class KafkaLogReader(LogReader):
         await self.stop()
 
     async def stop(self) -> None:
-        """Close the consumer (idempotent)."""
+        """Close the consumer and the admin client (idempotent)."""
         if self._started and not self._stopped:
             await stop_client(self._consumer)
+        if self._admin is not None:
+            await self._admin.close()
+            self._admin = None
         self._stopped = True
+
+    async def _admin_client(self) -> AIOKafkaAdminClient:
+        if self._admin is None:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+            try:
+                await asyncio.wait_for(admin.start(), self._connect_timeout_ms / 1000)
+            except (TimeoutError, KafkaError, OSError) as e:
+                await admin.close()
+                raise UnreachableError("Kafka", self._bootstrap, "admin client") from e
+            self._admin = admin
+        return self._admin
 
     async def read(
         self, ranges: Mapping[Tp, tuple[int, int]], chunk: int
@@ -108,6 +124,47 @@ class KafkaLogReader(LogReader):
                 where = {f"{tp.topic}:{tp.partition}": end for tp, end in remaining.items()}
                 raise UnreachableError("Kafka", self._bootstrap, f"no records up to {where}")
 
+    async def nonempty(self, ranges: Mapping[Tp, tuple[int, int]]) -> set[Tp]:
+        """See :meth:`LogReader.nonempty`: stops at the first record of each partition."""
+        remaining = {
+            TopicPartition(t, p): end for (t, p), (start, end) in ranges.items() if end > start
+        }
+        found: set[Tp] = set()
+        if not remaining:
+            return found
+        self._consumer.assign(list(remaining))
+        for (topic, partition), (start, end) in ranges.items():
+            if end > start:
+                self._consumer.seek(TopicPartition(topic, partition), start)
+        deadline = time.monotonic() + self._stall_timeout_s
+        while remaining and time.monotonic() < deadline:
+            batch = await self._consumer.getmany(*remaining, timeout_ms=_POLL_MS, max_records=64)
+            for tp, messages in batch.items():
+                limit = remaining.get(tp)
+                if limit is not None and any(m.offset < limit for m in messages):
+                    found.add((tp.topic, tp.partition))
+                    del remaining[tp]
+                    self._consumer.pause(tp)
+            for tp in list(remaining):
+                if await self._consumer.position(tp) >= remaining[tp]:
+                    del remaining[tp]
+                    self._consumer.pause(tp)
+        if remaining:
+            raise UnreachableError("Kafka", self._bootstrap, f"probing {sorted(remaining)}")
+        return found
+
+    async def committed_offsets(self, group: str, tps: Sequence[Tp]) -> dict[Tp, int]:
+        """See :meth:`LogReader.committed_offsets`."""
+        if not tps:
+            return {}
+        admin = await self._admin_client()
+        parts = [TopicPartition(t, p) for t, p in tps]
+        try:
+            raw = await admin.list_consumer_group_offsets(group, partitions=parts)
+        except KafkaError as e:
+            raise UnreachableError("Kafka", self._bootstrap, f"group offsets: {e!r}") from e
+        return {(tp.topic, tp.partition): int(m.offset) for tp, m in raw.items() if m.offset >= 0}
+
     async def end_offsets(self, tps: Sequence[Tp]) -> dict[Tp, int]:
         """See :meth:`LogReader.end_offsets` (last stable offsets: it reads committed)."""
         return await self._offsets(tps, end=True)
@@ -131,8 +188,8 @@ class KafkaLogReader(LogReader):
 
     async def partitions(self, topics: Sequence[str]) -> list[Tp]:
         """See :meth:`LogReader.partitions`."""
-        async with kafka_admin(self._bootstrap) as admin:
-            described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
+        admin = await self._admin_client()
+        described: list[dict[str, Any]] = await admin.describe_topics(list(topics))
         found: list[Tp] = []
         for topic in described:
             if topic["error_code"] != 0:

@@ -17,6 +17,7 @@ class MemoryLog(LogReader):
         self._records: dict[TopicPartition, list[Record]] = {}
         self._next: dict[TopicPartition, int] = {}
         self._start: dict[TopicPartition, int] = {}
+        self.committed: dict[str, dict[TopicPartition, int]] = {}
 
     def add_partitions(self, topic: str, count: int) -> None:
         """Create ``count`` empty partitions of ``topic``."""
@@ -63,6 +64,23 @@ class MemoryLog(LogReader):
         ]
         for i in range(0, len(found), chunk):
             yield found[i : i + chunk]
+
+    async def nonempty(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]]
+    ) -> set[TopicPartition]:
+        """See :meth:`LogReader.nonempty`."""
+        return {
+            tp
+            for tp, (start, end) in ranges.items()
+            if any(start <= r.offset < end for r in self._records.get(tp, []))
+        }
+
+    async def committed_offsets(
+        self, group: str, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """See :meth:`LogReader.committed_offsets` (set them in ``self.committed``)."""
+        known = self.committed.get(group, {})
+        return {tp: known[tp] for tp in tps if tp in known}
 
     async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """See :meth:`LogReader.end_offsets`."""

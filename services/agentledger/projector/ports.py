@@ -37,6 +37,18 @@ class LogReader(ABC):
         """Every committed record with start <= offset < end, per partition in offset order."""
 
     @abstractmethod
+    async def nonempty(
+        self, ranges: Mapping[TopicPartition, tuple[int, int]]
+    ) -> set[TopicPartition]:
+        """The partitions with at least one committed record in their range (a cheap probe)."""
+
+    @abstractmethod
+    async def committed_offsets(
+        self, group: str, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Where ``group`` will resume each partition (absent: no committed offset)."""
+
+    @abstractmethod
     async def end_offsets(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """The read_committed end (last stable offset) of each partition."""
 

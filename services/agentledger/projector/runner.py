@@ -44,6 +44,7 @@ class Projector:
         chunk: int = 5000,
         gap_alert_ms: int = 30_000,
         namespace: str | None = None,
+        group: str | None = None,
     ) -> None:
         self._store = store
         self._reader = reader
@@ -54,6 +55,7 @@ class Projector:
         self._chunk = chunk
         self._gap_alert_ms = gap_alert_ms
         self._fixed_namespace = namespace
+        self._group = group
         self._lock = asyncio.Lock()
         self._namespace: str | None = None
         self._pos: dict[TopicPartition, int] = {}
@@ -176,29 +178,54 @@ class Projector:
     # --- periodic work ------------------------------------------------------------------
 
     async def tick(self) -> None:
-        """Catch up stalled partitions to the log end, refresh lag, raise gap alerts."""
+        """Bring quiet partitions' progress to the log end, refresh lag, raise gap alerts.
+
+        A partition faust has not delivered since assignment resumes at the group's committed
+        offset: records between our progress and it are applied from the log here. A partition
+        whose position has not moved since the last tick is probed up to the log end: if only
+        transaction markers (or aborted records) remain, progress moves to the end; if records
+        remain, faust delivers them.
+        """
         async with self._lock:
             namespace = await self._current_namespace()
             tps = sorted(self._assigned)
             if not tps:
                 return
             ends = await self._reader.end_offsets(tps)
-            ranges: dict[TopicPartition, tuple[int, int]] = {}
-            for tp in tps:
-                known = tp in self._pos
-                start = await self._start_of(namespace, tp)
-                stalled = known and self._seen_at_tick.get(tp) == start
-                if ends[tp] > start and stalled:
-                    ranges[tp] = (start, ends[tp])
-            if ranges:
-                await self._catch_up(namespace, ranges)
+            starts = {tp: await self._start_of(namespace, tp) for tp in tps}
+            quiet = [tp for tp in tps if tp not in self._delivering and starts[tp] < ends[tp]]
+            committed = (
+                await self._reader.committed_offsets(self._group, quiet)
+                if quiet and self._group
+                else {}
+            )
+            fills = {
+                tp: (starts[tp], min(committed[tp], ends[tp]))
+                for tp in quiet
+                if committed.get(tp, 0) > starts[tp]
+            }
+            if fills:
+                await self._catch_up(namespace, fills)
+            probes = {
+                tp: (self._pos[tp], ends[tp])
+                for tp in tps
+                if tp not in fills
+                and self._seen_at_tick.get(tp) == self._pos[tp]
+                and ends[tp] > self._pos[tp]
+            }
+            if probes:
+                busy = await self._reader.nonempty(probes)
+                done = {tp: end for tp, (_, end) in probes.items() if tp not in busy}
+                if done:
+                    await self._store.record_progress(namespace, done)
+                    self._pos.update(done)
             self._seen_at_tick = dict(self._pos)
             self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, 0)) for tp in tps}
             await self._alert_gaps(namespace)
 
     async def _alert_gaps(self, namespace: str) -> None:
         now = now_ms()
-        overdue = await self._store.overdue_parked(namespace, now - self._gap_alert_ms)
+        overdue = await self._store.overdue_parked(namespace, now - self._gap_alert_ms + 1)
         mine = {p for _, p in self._assigned}
         candidates = [r for r in overdue if partition_for(run_key(r), self._partitions) in mine]
         if not candidates:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterable, Sequence
 
 import structlog
@@ -86,6 +87,7 @@ class ProjectorRuntime:
             partitions=s.run_partitions,
             chunk=s.projector_chunk,
             gap_alert_ms=s.projector_gap_alert_ms,
+            group=s.projector_group,
         )
         self.ready.set()
         log.info("projector_started", group=s.projector_group, topics=list(self.run_topics))
@@ -119,6 +121,7 @@ class ProjectorRuntime:
         self._adopt_early_assignment()
         delay = _BACKOFF_FIRST_S
         while True:
+            started = time.monotonic()
             try:
                 await self.projector.process(records)
             except Exception as e:  # noqa: BLE001 - outermost loop: retry, never drop a batch
@@ -133,6 +136,11 @@ class ProjectorRuntime:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX_S)
             else:
+                log.debug(
+                    "batch_applied",
+                    records=len(records),
+                    ms=round((time.monotonic() - started) * 1000, 1),
+                )
                 return
 
     async def tick(self) -> None:

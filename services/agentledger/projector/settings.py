@@ -17,9 +17,6 @@ class ProjectorSettings(CommonSettings):
         description="faust app id = Kafka consumer group of every projector instance",
     )
     projector_batch_max: int = Field(default=2000, ge=1, le=100_000)
-    projector_batch_within_ms: int = Field(
-        default=20, ge=1, description="how long a batch waits for more records before folding"
-    )
     projector_tick_ms: int = Field(
         default=250,
         ge=10,
@@ -33,6 +30,11 @@ class ProjectorSettings(CommonSettings):
     )
     projector_chunk: int = Field(
         default=5_000, ge=1, description="records per fold when reading ranges (catch-up, rebuild)"
+    )
+    projector_session_timeout_ms: int = Field(
+        default=10_000,
+        ge=6_000,
+        description="after this long without heartbeats a dead instance's partitions move on",
     )
     projector_web_host: str = Field(default="127.0.0.1")
     projector_web_port: int = Field(default=6066, ge=0, le=65535)

@@ -9,15 +9,18 @@ import signal
 import socket
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import aiohttp
+import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import (
     AcceptanceEvaluated,
@@ -32,6 +35,7 @@ from agentledger.events.models import (
     StepStarted,
     now_ms,
 )
+from agentledger.events.topics import topic_specs
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.settings import CommonSettings
 from agentledger.views.fold import fold
@@ -270,3 +274,31 @@ async def read_events(
     finally:
         await consumer.stop()
     return found
+
+
+@contextlib.asynccontextmanager
+async def isolated_projector(
+    kafka_bootstrap: str, redis_url: str, **overrides: Any
+) -> AsyncIterator[ProjectorSettings]:
+    """Settings with their own topics (created here, deleted after) and Redis key prefix."""
+    tag = f"p{uuid.uuid4().hex[:10]}"
+    base = CommonSettings.model_construct(
+        kafka_bootstrap=kafka_bootstrap,
+        redis_url=redis_url,
+        topic_prefix=f"{tag}.",
+        key_prefix=tag,
+    )
+    settings = projector_settings(base, projector_group=f"{tag}-projector", **overrides)
+    specs = topic_specs(settings)
+    await ensure_topics(settings, specs)
+    try:
+        yield settings
+    finally:
+        await delete_topics(settings, [s.name for s in specs])
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            keys = [k async for k in client.scan_iter(match=f"{tag}:*", count=1000)]
+            for i in range(0, len(keys), 1000):
+                await client.delete(*keys[i : i + 1000])
+        finally:
+            await client.aclose()

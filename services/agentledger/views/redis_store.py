@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, cast
@@ -18,6 +19,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.models import RunEvent, now_ms
 from agentledger.views.keys import STATUSES, Keys, SpaceKeys, parse_progress_field, progress_field
 from agentledger.views.layout import (
+    Token,
     decode_run,
     encode_effect,
     encode_run,
@@ -26,7 +28,7 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.model import RunView
-from agentledger.views.scripts import RAISE_PROGRESS, WRITE_RUN
+from agentledger.views.scripts import LOAD_RUN, RAISE_PROGRESS, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -41,6 +43,7 @@ from agentledger.views.support import intent_member, parse_intent_member, retent
 
 _SCAN_COUNT = 1000
 _PIPELINE_CHUNK = 500
+_FIELDS_CACHE = 50_000
 
 
 class RedisViewStore(ViewStore):
@@ -69,6 +72,7 @@ class RedisViewStore(ViewStore):
         self._shas: dict[str, str] = {}
         self._closed = False
         self._clock = clock
+        self._fields: OrderedDict[tuple[str, str], tuple[Token, dict[str, bytes]]] = OrderedDict()
 
     @classmethod
     def from_url(
@@ -193,21 +197,19 @@ class RedisViewStore(ViewStore):
     # --- runs ---------------------------------------------------------------------------
 
     async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
-        """See :meth:`ViewStore.load_runs`."""
+        """See :meth:`ViewStore.load_runs` (one script call per run, all pipelined)."""
         space = self._keys.space(namespace)
-        pipe = self._redis.pipeline(transaction=False)
-        for run_id in run_ids:
-            for key in space.run_keys(run_id):
-                pipe.hgetall(key)
-        raw = await pipe.execute()
+        raw = await self._run_pipeline([(LOAD_RUN, space.run_keys(r), []) for r in run_ids])
         found: dict[str, StoredRun] = {}
-        for i, run_id in enumerate(run_ids):
-            run_hash, steps, effects, parked = raw[4 * i : 4 * i + 4]
+        for run_id, parts in zip(run_ids, raw, strict=True):
+            run_hash, steps, effects, parked = (_pairs(p) for p in parts)
             token = token_of(run_hash)
             if token is None:
                 continue
             events = [self._decode_parked(v) for v in parked.values()]
             found[run_id] = StoredRun(decode_run(run_hash, steps, effects), events, token)
+            loaded = {k.decode(): v for k, v in run_hash.items()}
+            self._remember((namespace, run_id), token, loaded)
         return found
 
     def _decode_parked(self, value: bytes) -> RunEvent:
@@ -218,22 +220,44 @@ class RedisViewStore(ViewStore):
         return event
 
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
-        """See :meth:`ViewStore.write_runs`."""
+        """See :meth:`ViewStore.write_runs`.
+
+        Run-hash fields unchanged since this store last wrote (or read) the run at the same
+        token are not sent again: equal tokens mean the same applied events, hence equal fields.
+        """
         space = self._keys.space(namespace)
         now = self._clock()
-        calls = [(WRITE_RUN, space.run_keys(w.run_id), self._write_args(w, now)) for w in writes]
+        calls = []
+        fresh: list[dict[str, bytes]] = []
+        for w in writes:
+            fields = encode_run(w.view, len(w.parked))
+            fresh.append(fields)
+            known = self._fields.get((namespace, w.run_id))
+            sent = fields
+            if known is not None and w.expected is not None and known[0] == w.expected:
+                sent = {k: v for k, v in fields.items() if known[1].get(k) != v}
+            calls.append((WRITE_RUN, space.run_keys(w.run_id), self._write_args(w, sent, now)))
         outcome = WriteOutcome()
-        for write, result in zip(writes, await self._run_pipeline(calls), strict=True):
+        results = await self._run_pipeline(calls)
+        for write, fields, result in zip(writes, fresh, results, strict=True):
+            cache_key = (namespace, write.run_id)
+            self._fields.pop(cache_key, None)
             if result == 0:
                 outcome.conflicts.add(write.run_id)
             elif result == 2:
                 outcome.expired.add(write.run_id)
+            else:
+                self._remember(cache_key, (write.view.applied_seq, len(write.parked)), fields)
         return outcome
 
-    def _write_args(self, write: RunWrite, now: int) -> list[Any]:
+    def _remember(self, key: tuple[str, str], token: Token, fields: dict[str, bytes]) -> None:
+        self._fields[key] = (token, fields)
+        while len(self._fields) > _FIELDS_CACHE:
+            self._fields.popitem(last=False)
+
+    def _write_args(self, write: RunWrite, run_fields: dict[str, bytes], now: int) -> list[Any]:
         view = write.view
         ttl = retention_ttl(view, self._retention_ms, now)
-        run_fields = encode_run(view, len(write.parked))
         steps = {str(i): encode_step(view.steps[i]) for i in sorted(write.steps) if i in view.steps}
         effects = {
             k: encode_effect(view.effects[k]) for k in sorted(write.effects) if k in view.effects
@@ -262,30 +286,29 @@ class RedisViewStore(ViewStore):
     # --- indexes and progress -----------------------------------------------------------
 
     async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
-        """See :meth:`ViewStore.update_indexes` (one MULTI: the index keys share a slot)."""
+        """See :meth:`ViewStore.update_indexes` (one script: the index keys share a slot)."""
         if not updates:
             return
         space = self._keys.space(namespace)
-        now = self._clock()
-        pipe = self._redis.pipeline(transaction=True)
+        position = {status: n for n, status in enumerate(STATUSES, start=1)}
+        keys = [space.status_index(s) for s in STATUSES]
+        keys += [space.intents_index, space.parked_index]
+        args: list[Any] = [self._clock()]
         for u in updates:
             drops = STATUSES if u.status is None else u.drop_statuses
-            for status in drops:
-                if status != u.status:
-                    pipe.zrem(space.status_index(status), u.run_id)
-            if u.status is not None:
-                pipe.zadd(space.status_index(u.status), {u.run_id: u.updated_at})
-            if u.open_intents:
-                members = {intent_member(u.run_id, k): t for k, t in u.open_intents.items()}
-                pipe.zadd(space.intents_index, members)
-            if u.closed_intents:
-                closed = [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
-                pipe.zrem(space.intents_index, *closed)
-            if u.parked and u.status is not None:
-                pipe.zadd(space.parked_index, {u.run_id: now}, nx=True)
-            else:
-                pipe.zrem(space.parked_index, u.run_id)
-        await pipe.execute()
+            dropped = [position[s] for s in drops if s != u.status and s in position]
+            status = "" if u.status is None else position.get(u.status)
+            if status is None:
+                msg = f"run {u.run_id}: status {u.status!r} is not one of {STATUSES}"
+                raise ValueError(msg)
+            args += [u.run_id, status, u.updated_at, len(dropped), *dropped]
+            args.append(len(u.open_intents))
+            for key, at in u.open_intents.items():
+                args += [intent_member(u.run_id, key), at]
+            args.append(len(u.closed_intents))
+            args += [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
+            args.append("1" if u.parked else "0")
+        await self._run_pipeline([(UPDATE_INDEXES, keys, args)])
 
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
         """See :meth:`ViewStore.record_progress`."""
@@ -431,3 +454,9 @@ def _text(value: object) -> str:
 def _texts(values: object) -> list[str]:
     """A Redis list reply as texts."""
     return [_text(v) for v in cast(list[object], values)]
+
+
+def _pairs(flat: object) -> dict[bytes, bytes]:
+    """A flat [field, value, …] reply (HGETALL inside Lua) as a dict."""
+    items = cast(list[bytes], flat)
+    return dict(zip(items[::2], items[1::2], strict=True))

@@ -54,3 +54,59 @@ for i = 1, #ARGV, 2 do
 end
 return 1
 """
+
+#: The four hashes of one run in one call.  KEYS: run, steps, effects, parked.
+LOAD_RUN = """
+return {
+  redis.call('HGETALL', KEYS[1]),
+  redis.call('HGETALL', KEYS[2]),
+  redis.call('HGETALL', KEYS[3]),
+  redis.call('HGETALL', KEYS[4]),
+}
+"""
+
+#: Index entries of many runs in one call (every index key shares the {idx} slot).
+#: KEYS: the status indexes in keys.STATUSES order, then intents, then parked.
+#: ARGV: now ms, then per run: run id, status ('' = drop everywhere), score, #drop statuses,
+#: the drop statuses' positions (1-based in KEYS), #open intents, (member, score) pairs,
+#: #closed intents, members, parked ('1'/'0').
+UPDATE_INDEXES = """
+local n_status = #KEYS - 2
+local intents = KEYS[n_status + 1]
+local parked = KEYS[n_status + 2]
+local now = ARGV[1]
+local i = 2
+while i <= #ARGV do
+  local run = ARGV[i]
+  local status = ARGV[i + 1]
+  local score = ARGV[i + 2]
+  local n_drop = tonumber(ARGV[i + 3])
+  i = i + 4
+  for d = 1, n_drop do
+    redis.call('ZREM', KEYS[tonumber(ARGV[i])], run)
+    i = i + 1
+  end
+  if status ~= '' then
+    redis.call('ZADD', KEYS[tonumber(status)], score, run)
+  end
+  local n_open = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n_open do
+    redis.call('ZADD', intents, ARGV[i + 1], ARGV[i])
+    i = i + 2
+  end
+  local n_closed = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n_closed do
+    redis.call('ZREM', intents, ARGV[i])
+    i = i + 1
+  end
+  if ARGV[i] == '1' and status ~= '' then
+    redis.call('ZADD', parked, 'NX', now, run)
+  else
+    redis.call('ZREM', parked, run)
+  end
+  i = i + 1
+end
+return 1
+"""

@@ -1,0 +1,268 @@
+"""``python -m bench.projector``: projector and rebuild events/s, end-to-end lag, next to the floor.
+
+On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
+topics, in one run:
+
+- ``--events`` run events (runs of 8 events over the three topics, each run written in two
+  transactions) are published first; then ONE projector process (faust worker) is started and
+  the figure is events applied per second from its first applied batch to the last;
+- the same topics are rebuilt in this process into a fresh namespace (``views rebuild``'s
+  code path): rebuild events/s;
+- under a steady load of ``--lag-rate`` runs/s for ``--lag-seconds`` while the projector runs,
+  each run's end-to-end lag: its last transaction acknowledged -> its view complete in Redis
+  (polled every 2 ms), p50/p99;
+- the floor measured in the same run: a raw read_committed aiokafka consume loop over the same
+  records, and a pipelined Redis write loop (one HSET of a small hash per event, 1000 a
+  pipeline).
+
+JSON on stdout (or ``--json FILE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+from aiokafka import AIOKafkaConsumer
+
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.cli import configure_logging
+from agentledger.events.models import RunEvent
+from agentledger.events.topics import topic_names
+from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.rebuild import replay_into_new_namespace
+from agentledger.projector.settings import ProjectorSettings
+from agentledger.projector.testing import (
+    ProjectorProcess,
+    isolated_projector,
+    sample_run,
+    until,
+)
+from agentledger.settings import CommonSettings
+from agentledger.stack.resolve import resolve_settings
+from agentledger.views.redis_store import RedisViewStore
+
+EVENTS_PER_RUN = 8  # sample_run(steps=1)
+
+
+async def _publish(settings: ProjectorSettings, runs: list[list[RunEvent]]) -> float:
+    """Publish every run in two transactions, 128 in flight; return events/s."""
+    started = time.perf_counter()
+    async with KafkaEventLog(settings, transactional_id=f"bench-{uuid.uuid4().hex[:6]}") as log:
+        pending: list[Any] = []
+        for events in runs:
+            pending.append(log.publish(events[:4]))
+            pending.append(log.publish(events[4:]))
+            if len(pending) >= 128:
+                await asyncio.gather(*pending)
+                pending = []
+        await asyncio.gather(*pending)
+    return sum(len(r) for r in runs) / (time.perf_counter() - started)
+
+
+async def _projector_rate(proc: ProjectorProcess, total: int) -> dict[str, float]:
+    """Events/s from the first applied batch to the last, as the projector's metrics show."""
+    first = await until(proc.metrics, lambda m: int(m["events_applied"]) > 0, 600)
+    started = time.perf_counter()
+    base = int(first["events_applied"])
+    last = await until(proc.metrics, lambda m: int(m["events_applied"]) >= total, 3600)
+    elapsed = time.perf_counter() - started
+    applied = int(last["events_applied"]) - base
+    return {
+        "events_applied_per_s": round(applied / elapsed, 1) if elapsed > 0 else 0.0,
+        "batches": int(last["batches"]),
+        "mean_batch": round(total / max(1, int(last["batches"])), 1),
+    }
+
+
+async def _kafka_floor(settings: ProjectorSettings, total: int) -> float:
+    """A bare read_committed aiokafka loop over the run topics: records/s."""
+    assert settings.kafka_bootstrap is not None
+    consumer = AIOKafkaConsumer(
+        *topic_names(settings).run_topics,
+        bootstrap_servers=settings.kafka_bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=4 * 1024 * 1024,
+    )
+    await consumer.start()
+    try:
+        seen = 0
+        started = time.perf_counter()
+        while seen < total:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=10_000)
+            seen += sum(len(m) for m in batch.values())
+        return seen / (time.perf_counter() - started)
+    finally:
+        await consumer.stop()
+
+
+async def _redis_floor(url: str, prefix: str, total: int) -> float:
+    """Pipelined HSET of one small hash per event, 1000 a round trip: writes/s."""
+    client = aioredis.Redis.from_url(url)
+    try:
+        started = time.perf_counter()
+        for i in range(0, total, 1000):
+            pipe = client.pipeline(transaction=False)
+            for j in range(i, min(total, i + 1000)):
+                pipe.hset(f"{prefix}:floor:{{r{j // 8}}}:run", mapping={"seq": j, "status": "x"})
+            await pipe.execute()
+        rate = total / (time.perf_counter() - started)
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:floor:*", count=1000)]
+        for i in range(0, len(keys), 1000):
+            await client.delete(*keys[i : i + 1000])
+        return rate
+    finally:
+        await client.aclose()
+
+
+async def _lag(
+    settings: ProjectorSettings, store: RedisViewStore, rate: float, seconds: float
+) -> dict[str, float]:
+    """Steady load of ``rate`` runs/s; lag from the last commit of a run to its complete view."""
+    lags: list[float] = []
+    acked: dict[str, tuple[float, int]] = {}
+    done = asyncio.Event()
+
+    async def poll() -> None:
+        while not (done.is_set() and not acked):
+            namespace = await store.live_namespace()
+            pending = list(acked)
+            if namespace is not None and pending:
+                pipe = store.client.pipeline(transaction=False)
+                for run in pending:
+                    pipe.hget(store.keys.space(namespace).run(run), "applied_seq")
+                values = await pipe.execute()
+                now = time.perf_counter()
+                for run, value in zip(pending, values, strict=True):
+                    at, seq = acked[run]
+                    if value is not None and int(value) >= seq:
+                        lags.append(now - at)
+                        del acked[run]
+            await asyncio.sleep(0.002)
+
+    async def write() -> None:
+        async with KafkaEventLog(settings, transactional_id=f"lag-{uuid.uuid4().hex[:6]}") as log:
+
+            async def one(n: int) -> None:
+                events = sample_run(f"lag{n:06d}", steps=1)
+                await log.publish(events[:4])
+                await log.publish(events[4:])
+                acked[events[0].run_id] = (time.perf_counter(), len(events))
+
+            tasks = []
+            started = time.perf_counter()
+            n = 0
+            while time.perf_counter() - started < seconds:
+                tasks.append(asyncio.ensure_future(one(n)))
+                n += 1
+                await asyncio.sleep(max(0.0, started + n / rate - time.perf_counter()))
+            await asyncio.gather(*tasks)
+        done.set()
+
+    poller = asyncio.ensure_future(poll())
+    await write()
+    await asyncio.wait_for(poller, timeout=120)
+    lags.sort()
+    ms = [x * 1000 for x in lags]
+    return {
+        "runs": len(ms),
+        "rate_runs_per_s": rate,
+        "lag_p50_ms": round(statistics.median(ms), 2),
+        "lag_p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
+        "lag_max_ms": round(ms[-1], 2),
+    }
+
+
+async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, Any]:
+    """Everything on fresh topics; returns the report."""
+    base = await resolve_settings(CommonSettings())
+    assert base.kafka_bootstrap is not None
+    assert base.redis_url is not None
+    runs_n = max(1, events // EVENTS_PER_RUN)
+    async with isolated_projector(
+        base.kafka_bootstrap, base.redis_url, log_level="WARNING"
+    ) as settings:
+        runs = [sample_run(f"b{n:07d}", steps=1) for n in range(runs_n)]
+        total = sum(len(r) for r in runs)
+        publish_rate = await _publish(settings, runs)
+        del runs
+        async with (
+            RedisViewStore.from_url(
+                base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
+            ) as store,
+            ProjectorProcess(settings, name="bench") as proc,
+        ):
+            await proc.wait_ready()
+            projector = await _projector_rate(proc, total)
+            lag = await _lag(settings, store, lag_rate, lag_seconds)
+        async with (
+            RedisViewStore.from_url(
+                base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
+            ) as store,
+            KafkaLogReader(base.kafka_bootstrap) as reader,
+        ):
+            replay = await replay_into_new_namespace(
+                store, reader, topic_names(settings).run_topics, partitions=settings.run_partitions
+            )
+        kafka_floor = await _kafka_floor(settings, total)
+        redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
+    applied = projector["events_applied_per_s"]
+    return {
+        "bench": "projector",
+        "events": total,
+        "partitions": settings.run_partitions,
+        "publish_events_per_s": round(publish_rate, 1),
+        "projector": projector,
+        "rebuild": {
+            "records": replay.records,
+            "seconds": round(replay.seconds, 3),
+            "events_per_s": round(replay.events_per_second, 1),
+        },
+        "end_to_end": lag,
+        "floor": {
+            "kafka_consume_records_per_s": round(kafka_floor, 1),
+            "redis_pipelined_writes_per_s": round(redis_floor, 1),
+        },
+        "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
+        "ratio_projector_to_redis_floor": round(applied / redis_floor, 4),
+        "ratio_rebuild_to_kafka_floor": round(replay.events_per_second / kafka_floor, 4),
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run, print JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench.projector", description=__doc__)
+    p.add_argument("--events", type=int, default=100_000, help="events published, then folded")
+    p.add_argument("--lag-rate", type=float, default=100.0, help="runs/s of the steady load")
+    p.add_argument("--lag-seconds", type=float, default=10.0, help="how long the steady load")
+    p.add_argument("--json", type=Path, help="also write the report to this file")
+    a = p.parse_args(argv)
+    configure_logging("WARNING")
+    report = asyncio.run(bench(a.events, a.lag_rate, a.lag_seconds))
+    text = json.dumps(report, indent=2)
+    if a.json is not None:
+        a.json.write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
