@@ -44,18 +44,45 @@ def card_like(digits: str) -> bool:
     return 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_ok(digits)
 
 
-def _card_ok(match: str) -> bool:
-    return card_like(re.sub(r"[ -]", "", match))
+def card_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of ``text`` (digit groups joined by single spaces/dashes) that are card numbers.
+
+    The regular expression finds 13-19 digits in groups; the card may be only some of the
+    groups (a card followed by `` 0`` reads as 14 digits), so every run of consecutive groups is
+    tried and the union of those that are card numbers is masked. A group is never split: a
+    long number written without separators is one token and is a card only as a whole.
+    """
+    groups = [(m.start(), m.end()) for m in re.finditer(r"\d+", text)]
+    covered: list[tuple[int, int]] = []
+    for first in range(len(groups)):
+        digits = ""
+        for last in range(first, len(groups)):
+            digits += text[groups[last][0] : groups[last][1]]
+            if len(digits) > 19:
+                break
+            if card_like(digits):
+                covered.append((groups[first][0], groups[last][1]))
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(covered):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((begin, end))
+    return merged
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One secret shape: ``pattern`` finds it, ``group`` is the part masked, ``check`` confirms."""
+    """One secret shape: ``pattern`` finds it, ``group`` is the part masked, ``check`` confirms.
+
+    ``spans`` (instead of masking the whole group) returns the parts of the group to mask.
+    """
 
     name: str
     pattern: re.Pattern[str]
     group: int | str = 0
     check: Callable[[str], bool] | None = field(default=None, compare=False)
+    spans: Callable[[str], list[tuple[int, int]]] | None = field(default=None, compare=False)
 
     @classmethod
     def of(
@@ -66,9 +93,10 @@ class Rule:
         group: int | str = 0,
         flags: int = 0,
         check: Callable[[str], bool] | None = None,
+        spans: Callable[[str], list[tuple[int, int]]] | None = None,
     ) -> Rule:
         """Build a rule from a regular expression string."""
-        return cls(name, re.compile(regex, flags), group, check)
+        return cls(name, re.compile(regex, flags), group, check, spans)
 
 
 _LEFT = r"(?<![A-Za-z0-9])"
@@ -104,7 +132,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule.of("slack_token", _LEFT + r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
     Rule.of("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
     Rule.of("google_api_key", _LEFT + r"AIza[0-9A-Za-z_\-]{35}"),
-    Rule.of("card_number", r"(?<!\d)[2-6](?:[ -]?\d){12,18}(?!\d)", check=_card_ok),
+    Rule.of("card_number", r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)", spans=card_spans),
 )
 
 #: Keys whose values are secrets whatever they look like (compared lower-cased, ``-`` as ``_``).
@@ -180,10 +208,13 @@ class Redactor:
         secret = match.group(rule.group)
         if secret is None or (rule.check is not None and not rule.check(secret)):
             return whole
-        found[rule.name] = found.get(rule.name, 0) + 1
-        start = match.start(rule.group) - match.start(0)
-        end = match.end(rule.group) - match.start(0)
-        return whole[:start] + self._masked(rule.name) + whole[end:]
+        offset = match.start(rule.group) - match.start(0)
+        parts = [(0, len(secret))] if rule.spans is None else rule.spans(secret)
+        for start, end in reversed(parts):
+            found[rule.name] = found.get(rule.name, 0) + 1
+            a, b = offset + start, offset + end
+            whole = whole[:a] + self._masked(rule.name) + whole[b:]
+        return whole
 
     def _json(self, value: Any, found: dict[str, int]) -> Any:
         if isinstance(value, str):
