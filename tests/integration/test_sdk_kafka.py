@@ -9,17 +9,24 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiokafka import AIOKafkaConsumer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis.asyncio import Redis
 
-from agentledger.events import EffectReconciled
+from agentledger.events import EffectReconciled, TopicNames
+from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.rebuild import replay_into_new_namespace, swap_in
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.settings import CommonSettings
 from agentledger.testing import CrashSwitch, SimulatedCrash
+from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
 from agentledger.worker.demo import PLAN, refund_agent, spec_for
 from agentledger.worker.loader import fold_log
 from agentledger.worker.wiring import WorkerPorts
+
+from ..unit.test_redaction import cores, secrets
 
 pytestmark = pytest.mark.integration
 
@@ -140,45 +147,72 @@ async def test_crash_after_provider_commit_then_cold_resume_on_kafka(
     assert events[-1].fence == 2
 
 
-SECRETS = (
-    "sk-proj-" + "Zx9" * 12,
-    "AKIA" + "QWERTYUIOP123456",
-    "ghp_" + "a1B2" * 9,
-    "xoxb-" + "123456789012-abcdefABCDEF",
-    "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
-    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oQnxMq\n"
-    "-----END EC PRIVATE KEY-----",
-    "4000 0566 5566 5556",
+async def redis_bytes(settings: CommonSettings) -> list[bytes]:
+    """Every key of the test's namespace with its serialized value."""
+    assert settings.redis_url is not None
+    client = Redis.from_url(settings.redis_url)
+    try:
+        return [
+            k + (await client.dump(k) or b"")
+            async for k in client.scan_iter(match=f"{settings.key_prefix}*")
+        ]
+    finally:
+        await client.aclose()
+
+
+async def project_into_redis(settings: CommonSettings) -> None:
+    """Fold every run topic into a fresh Redis namespace, as ``views rebuild`` does."""
+    assert settings.redis_url is not None
+    assert settings.kafka_bootstrap is not None
+    async with (
+        RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as store,
+        KafkaLogReader(settings.kafka_bootstrap) as reader,
+    ):
+        replay = await replay_into_new_namespace(
+            store,
+            reader,
+            TopicNames(settings.topic_prefix).run_topics,
+            partitions=settings.run_partitions,
+        )
+        await swap_in(store, replay, grace_ms=0)
+
+
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-
-
-async def test_secrets_in_results_never_reach_kafka_or_redis(
-    ledger_settings: CommonSettings, producer_id: str
+@given(st.lists(secrets, min_size=3, max_size=3))
+async def test_secrets_never_reach_kafka_or_redis(
+    ledger_settings: CommonSettings, producer_id: str, generated: list[str]
 ) -> None:
-    """Secrets in inputs, activity results, effect free text, step results and errors are
-    masked before encoding: no byte of them is in any topic or Redis key of the test."""
-    settings = worker_settings(ledger_settings, producer_id)
+    """Hypothesis-generated secrets in the input, an activity, an effect's free text, a step
+    result and an error message are masked before encoding: no byte of them is in any topic,
+    nor in Redis once the views are projected (the test's topics and keys accumulate over the
+    examples, and every example checks all of them)."""
+    worker = worker_settings(ledger_settings, producer_id)
     provider = MemoryProvider(name="sandbox")
-    spec = RunSpec(run_id="k-3", agent="t", plan=("leak", "fail"), input={"creds": SECRETS[0]})
+    run_id = f"k-3-{uuid.uuid4().hex[:6]}"
+    spec = RunSpec(run_id=run_id, agent="t", plan=("leak", "fail"), input={"c": generated[0]})
 
     async def leak(step: Step) -> Any:
-        await step.activity("llm", lambda: _value({"answer": list(SECRETS)}))
+        await step.activity("llm", lambda: _value({"answer": generated}))
         await step.effect(
             "mail",
             EffectRequest(
                 kind="emails",
                 identity={"to": "x@example.com"},
-                free_text={"body": " ".join(SECRETS)},
+                free_text={"body": " ".join(generated)},
             ),
         )
-        return {"url": f"postgres://app:{SECRETS[2]}@db/x", "all": list(SECRETS)}
+        return {"url": f"postgres://app:{generated[1]}@db/x", "all": generated}
 
     async def fail(step: Step) -> Any:
-        raise RuntimeError(f"tool failed with Authorization: Bearer {SECRETS[4]}")
+        raise RuntimeError(f"tool failed with Authorization: Bearer {generated[2]}")
 
-    async with WorkerPorts(settings) as ports:
+    async with WorkerPorts(worker) as ports:
         ledger = Ledger.from_settings(
-            settings, log=ports.log, leases=ports.leases, providers={"sandbox": provider}
+            worker, log=ports.log, leases=ports.leases, providers={"sandbox": provider}
         )
 
         async def walk() -> None:
@@ -188,22 +222,15 @@ async def test_secrets_in_results_never_reach_kafka_or_redis(
 
         with pytest.raises(RuntimeError):
             await walk()
-    values = await raw_records(settings)
-    assert len(values) > 5
-    assert settings.redis_url is not None
-    client = Redis.from_url(settings.redis_url)
-    try:
-        redis_bytes = [
-            repr(await client.dump(k)).encode() + k
-            async for k in client.scan_iter(match=f"{settings.key_prefix}*")
-        ]
-    finally:
-        await client.aclose()
-    for secret in SECRETS:
-        core = secret.split("\n")[1] if "PRIVATE KEY" in secret else secret
-        needle = core.encode()
-        assert not any(needle in v for v in values), secret
-        assert not any(needle in v for v in redis_bytes), secret
+    await project_into_redis(worker)
+    in_kafka = await raw_records(worker)
+    in_redis = await redis_bytes(worker)
+    assert len(in_kafka) > 5
+    assert any(b":run" in k for k in in_redis)  # the views are there
+    for secret in generated:
+        for core in cores(secret):
+            assert not any(core.encode() in v for v in in_kafka), secret
+            assert not any(core.encode() in v for v in in_redis), secret
 
 
 async def _value(value: Any) -> Any:
