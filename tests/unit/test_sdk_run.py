@@ -242,3 +242,17 @@ async def test_input_is_the_recorded_one_on_resume() -> None:
         again = RunSpec(run_id="r1", agent="t", plan=("a", "b"), input={"n": 2})
         async with env.ledger().run(again) as run:
             assert await run.input() == {"password": "[REDACTED:sensitive_key]", "n": 1}
+
+
+async def test_invalid_plan_is_refused_before_anything_is_written() -> None:
+    """A step name that cannot travel inside keys is refused: no lease taken, no event."""
+    async with LedgerEnvironment() as env:
+
+        async def open_it() -> None:
+            async with env.ledger().run(spec(plan=("ok", "not ok"))):
+                pass
+
+        with pytest.raises(ValueError, match="step name 'not ok'"):
+            await open_it()
+        assert await env.events("r1") == []
+        assert await env.leases.current("r1") is None

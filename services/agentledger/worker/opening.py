@@ -23,6 +23,7 @@ from agentledger.leasing import LeaseKeeper
 from agentledger.views import RunView
 from agentledger.worker import approvals, versions
 from agentledger.worker.effects import resolve_open
+from agentledger.worker.keys import check_name
 from agentledger.worker.loader import load_view
 from agentledger.worker.session import RunSession, Services
 from agentledger.worker.spec import RunSpec
@@ -36,6 +37,10 @@ async def open_session(
     services: Services, spec: RunSpec, *, on_version_drift: Policy | None = None
 ) -> RunSession:
     """Start or resume ``spec.run_id``; a finished run opens read-only."""
+    for name in spec.plan:
+        check_name("step", name)
+    if not spec.run_id:
+        raise RunError("a run needs a non-empty run_id", run_id=spec.run_id)
     loaded = await load_view(
         services.log, spec.run_id, reader=services.views, barrier_s=services.barrier_s
     )
