@@ -190,8 +190,16 @@ def render(report: Report) -> str:
             f"(uninterrupted: {report.expected_tokens} tokens, ${report.expected_usd:.6f})",
         ),
     ]
-    if "kill" in d:
-        rows.append(("kill", str(d["kill"])))
+    kill = d.get("kill")
+    if isinstance(kill, dict) and kill.get("at"):
+        outcome = "SIGKILLed" if kill.get("killed") else f"not killed (exit {kill.get('exit')})"
+        rows.append(
+            (
+                "kill",
+                f"{kill['at']}: kill point {kill['point']}, hit {kill['hit']} of {kill['of']}, "
+                f"{outcome}",
+            )
+        )
     for name in ("first_process_s", "flush", "resume_process_s", "total_s"):
         if name in d:
             rows.append((name.replace("_", " "), str(d[name])))

@@ -239,6 +239,7 @@ async def run_demo(settings: WorkerSettings, options: DemoOptions) -> Report:
             "at": options.kill_at,
             "point": kill[0] if kill else None,
             "hit": kill[1] if kill else None,
+            "of": ref.hits.get(kill[0], 0) if kill else None,
             "killed": code == -signal.SIGKILL,
             "exit": code,
         }
