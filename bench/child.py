@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from agentledger.cli import configure_logging
 from bench.harness import growth_exponent
 from bench.peers import load
 from bench.peers.base import Env, Peer, PeerUnavailableError
@@ -122,6 +124,24 @@ def _crash_and_resume(
     result["resume"] = resumes
 
 
+async def _bytes_run(
+    peer_cls: type[Peer], env: Env, namespace: str, steps: int, marks: list[int]
+) -> dict[str, int]:
+    """One run of ``steps`` steps in a fresh namespace; bytes stored at each mark."""
+    async with peer_cls(env, namespace) as peer:
+        base = await peer.stored_bytes()
+        found: dict[str, int] = {}
+
+        async def probe(done: int) -> None:
+            if done in marks:
+                found[str(done)] = await peer.stored_bytes() - base
+
+        await peer.run(f"{namespace}-run", steps, probe)
+        if steps in marks:
+            found[str(steps)] = await peer.stored_bytes() - base
+    return found
+
+
 async def _big_bytes(
     peer_cls: type[Peer], env: Env, params: Params, result: dict[str, Any]
 ) -> None:
@@ -141,29 +161,35 @@ async def _big_bytes(
             f"{max(projected.values()) / 1e9:.1f} GB (limit {params.max_bytes_run / 1e9:.0f} GB)"
         )
         return
-    async with peer_cls(env, "bytes") as peer:
-        base = await peer.stored_bytes()
-        found: dict[str, int] = {}
+    async with peer_cls.sidecar(env, "bytes"):
+        result["bytes"].update(await _bytes_run(peer_cls, env, "bytes", max(big), big))
 
-        async def probe(done: int) -> None:
-            if done in big:
-                found[str(done)] = await peer.stored_bytes() - base
 
-        await peer.run("bytes-run", max(big), probe)
-        found[str(max(big))] = await peer.stored_bytes() - base
-    result["bytes"].update(found)
+async def _timed(phases: dict[str, float], name: str, work: Any) -> None:
+    start = time.perf_counter()
+    try:
+        await work
+    finally:
+        phases[name] = round(time.perf_counter() - start, 2)
 
 
 async def measure(name: str, env: Env, params: Params, out: Path) -> None:
     """Every figure of one peer; each figure fails alone, with its reason."""
-    result: dict[str, Any] = {"peer": name, "status": "ok", "errors": {}, "notes": []}
+    phases: dict[str, float] = {}
+    result: dict[str, Any] = {
+        "peer": name,
+        "status": "ok",
+        "errors": {},
+        "notes": [],
+        "phases": phases,
+    }
     try:
         peer_cls = load(name)
         result["kind"] = peer_cls.kind
         async with peer_cls.sidecar(env, "main"), peer_cls(env, "main") as peer:
             for figure, step in (("latency", _latency), ("concurrency", _concurrency)):
                 try:
-                    await step(peer, params, result)
+                    await _timed(phases, figure, step(peer, params, result))
                 except Exception as e:  # noqa: BLE001 - one figure fails, the others still run
                     result["errors"][figure] = f"{type(e).__name__}: {e}"
             result["notes"] = peer.notes()
@@ -179,13 +205,24 @@ async def measure(name: str, env: Env, params: Params, out: Path) -> None:
         )
         _write(out, result)
         return
-    async with peer_cls.sidecar(env, "resume"):
-        await asyncio.to_thread(_crash_and_resume, name, env, params, out.parent, result)
     try:
-        async with peer_cls.sidecar(env, "bytes"):
-            await _big_bytes(peer_cls, env, params, result)
-    except Exception as e:  # noqa: BLE001
-        result["errors"]["bytes_big"] = f"{type(e).__name__}: {e}"
+        if peer_cls.resumable:
+            async with peer_cls.sidecar(env, "resume"):
+                await _timed(
+                    phases,
+                    "crash_and_resume",
+                    asyncio.to_thread(_crash_and_resume, name, env, params, out.parent, result),
+                )
+        else:  # nothing to resume: the bytes run needs no crash, nor a process of its own
+            result["errors"]["resume"] = f"{name} keeps no run state to resume"
+            marks = [m for m in params.bytes_marks if m <= params.resume_steps]
+            async with peer_cls.sidecar(env, "resume"):
+                result["bytes"] = await _bytes_run(
+                    peer_cls, env, "resume", params.resume_steps, marks
+                )
+        await _timed(phases, "bytes_big", _big_bytes(peer_cls, env, params, result))
+    except Exception as e:  # noqa: BLE001 - the figures measured so far are still reported
+        result["errors"]["bytes"] = f"{type(e).__name__}: {e}"
     _write(out, result)
 
 
@@ -257,6 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--spawned-at", type=float, default=0.0)
     p.add_argument("--out", required=True, type=Path)
     a = p.parse_args(argv)
+    # Debug logs of every step would cost the measured systems time they do not spend in use.
+    configure_logging("WARNING")
+    logging.getLogger().setLevel(logging.WARNING)
     env = Env.from_json(json.loads(a.env))
     try:
         if a.mode == "measure":

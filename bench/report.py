@@ -33,6 +33,8 @@ METRICS: tuple[Metric, ...] = (
 SERVICE_METRICS: tuple[Metric, ...] = (
     Metric("projector_events_s", "projector events/s (1 instance)", "/s", "higher"),
     Metric("rebuild_events_s", "rebuild events/s", "/s", "higher"),
+    Metric("projector_lag_p50_ms", "projector lag p50 (ack -> view in Redis)", "ms", "lower"),
+    Metric("projector_lag_p99_ms", "projector lag p99 (ack -> view in Redis)", "ms", "lower"),
     Metric("reconciler_intents_s", "reconciler intents/s", "/s", "higher"),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -13,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agentledger.cli import configure_logging
 from agentledger.settings import CommonSettings
 from agentledger.stack import resolve_endpoints
 from bench.child import CHILD_TIMEOUT_S, _spawn
@@ -88,8 +90,10 @@ async def run_bench(
     plots_dir: Path | None,
 ) -> dict[str, Any]:
     """Measure ``peers`` (agentledger first) and the agentledger services; print the report."""
+    configure_logging("WARNING")
     params = Params.quick() if quick else Params.full()
     started = time.time()
+    load_at_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="agentledger-bench-"))
     results: list[dict[str, Any]] = []
     async with contextlib.AsyncExitStack() as stack:
@@ -113,6 +117,9 @@ async def run_bench(
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": time.time() - started,
             "server_problems": problems,
+            # Other processes on the machine skew every figure: say how busy it was.
+            "load_avg_1_5_15_at_start": [round(x, 2) for x in load_at_start],
+            "load_avg_1_5_15_at_end": [round(x, 2) for x in os.getloadavg()],
         },
         "peers": results,
         "services": {k: v.to_json() for k, v in services.items()},
@@ -128,7 +135,10 @@ async def run_bench(
     if skipped:
         notes.append(f"not run this time: {', '.join(skipped)} (python -m bench --peers …)")
     print(render(results, services, notes, OURS))
-    print(f"\n(total {report['meta']['seconds']:.0f} s)")
+    print(
+        f"\n(total {report['meta']['seconds']:.0f} s; load average at start "
+        f"{load_at_start[0]:.1f}, at end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
     if json_out is not None:
         _write_json(json_out, report)
     if plots_dir is not None:

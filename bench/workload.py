@@ -58,7 +58,7 @@ class Params:
             concurrent_repeats=2,
             bytes_marks=(100, 1_000),
             resume_steps=1_000,
-            resume_repeats=2,
+            resume_repeats=1,
             warmup_steps=10,
         )
 

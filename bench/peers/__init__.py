@@ -23,7 +23,9 @@ PEERS: dict[str, str] = {
 }
 OURS = "agentledger"
 # Left out of --quick to stay under 5 minutes on 2 cores (run them by name with --peers).
-FULL_ONLY: frozenset[str] = frozenset({"agentledger-raw", "langgraph-postgres-delta"})
+FULL_ONLY: frozenset[str] = frozenset(
+    {"agentledger-raw", "langgraph-sqlite-delta", "langgraph-postgres-delta"}
+)
 
 
 def load(name: str) -> type[Peer]:

@@ -16,18 +16,24 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from redis.asyncio import BlockingConnectionPool, Redis
+
 from agentledger.bus.admin import delete_topics, ensure_topics
+from agentledger.bus.kafka import KafkaEventLog
 from agentledger.events.topics import topic_names, topic_specs
+from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S, RedisLeaseStore
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
+from bench.harness import percentile
 from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
 
 AGENT = "bench"
+REDIS_CONNECTIONS = 64
+REDIS_POOL_WAIT_S = 30.0
 PROJECTOR_STOP_S = 30.0
 
 
@@ -101,6 +107,7 @@ class LedgerSdkPeer(Peer):
         self._stack: AsyncExitStack | None = None
         self._ledger: Ledger | None = None
         self._views: RedisViewStore | None = None
+        self.open_s: list[float] = []
 
     @classmethod
     @asynccontextmanager
@@ -124,21 +131,37 @@ class LedgerSdkPeer(Peer):
         """Open the worker's ports (producer, leases) and the view reader."""
         await ensure_topics(self.settings, topic_specs(self.settings))
         stack = self._stack = AsyncExitStack()
+        url = self.settings.redis_url or ""
+        prefix = self.settings.key_prefix
+        # WorkerPorts' own Redis clients use redis-py's default pool, which RAISES
+        # MaxConnectionsError past 100 connections (200 concurrent runs hit it); the same
+        # stores are built here on one client whose pool waits for a free connection instead.
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=REDIS_CONNECTIONS,
+            timeout=REDIS_POOL_WAIT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+        )
+        client = Redis(connection_pool=pool)
+        stack.push_async_callback(pool.disconnect)
+        stack.push_async_callback(client.aclose)
         try:
-            views = await stack.enter_async_context(
-                RedisViewStore.from_url(
-                    self.settings.redis_url or "", key_prefix=self.settings.key_prefix
+            views = RedisViewStore(client, key_prefix=prefix, url=url)
+            leases = RedisLeaseStore(client, key_prefix=prefix, endpoint=url)
+            log = await stack.enter_async_context(
+                KafkaEventLog(
+                    self.settings, transactional_id=self.settings.producer_id, guard=leases
                 )
             )
-            ports = await stack.enter_async_context(WorkerPorts(self.settings, views=views))
         except BaseException:
             await self.stop()
             raise
         self._views = views
         self._ledger = Ledger.from_settings(
             self.settings,
-            log=ports.log,
-            leases=ports.leases,
+            log=log,
+            leases=leases,
             providers={"sandbox": MemoryProvider(name="sandbox")},
             views=views,
         )
@@ -171,7 +194,9 @@ class LedgerSdkPeer(Peer):
             await step.effect("notify", request)
             return {"role": "assistant", "content": text}
 
+        opening = time.perf_counter()
         async with self.ledger.run(RunSpec(run_id=run_id, agent=AGENT, plan=plan)) as run:
+            self.open_s.append(time.perf_counter() - opening)
             for k, name in enumerate(plan):
                 if probe is not None:
                     await probe(k)
@@ -199,11 +224,23 @@ class LedgerSdkPeer(Peer):
         return kafka + redis
 
     def notes(self) -> list[str]:
-        """What this row measures."""
+        """What this row measures, and what opening a new run cost (its resume barrier)."""
+        opened = ""
+        if self.open_s:
+            ms = sorted(x * 1000 for x in self.open_s)
+            opened = (
+                f"opening a new run (resume barrier: projector catch-up, else a Kafka fold): "
+                f"p50 {percentile(ms, 50):.0f} ms, max {ms[-1]:.0f} ms over {len(ms)} runs "
+                "(latency and concurrency runs) — included in the steps/s figures"
+            )
         return [
+            *([opened] if opened else []),
             "worker SDK: 2 commits per step (intent; outcome+acceptance+checkpoint), "
             "Kafka acks=all transactional, 1 projector process folding into Redis views; "
             "bytes = Kafka segments + Redis MEMORY USAGE of the views and leases",
+            f"Redis: one client with a blocking pool of {REDIS_CONNECTIONS} for leases and "
+            "views (WorkerPorts' default pools raise MaxConnectionsError past 100 concurrent "
+            "connections)",
             "resume reuses the crashed worker's id (a new worker id would first wait out the "
             f"lease ttl, {self.settings.lease_ttl_ms} ms)",
         ]

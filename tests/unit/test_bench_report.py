@@ -61,7 +61,7 @@ def test_summarize_reports_figures_and_their_floor() -> None:
         quick_args=(),
         full_args=(),
         figures={"reconciler_intents_s": ("rate",), "missing": ("nope",)},
-        floors={"reconciler_intents_s": ("bare lookups", ("floor",))},
+        floors={"reconciler_intents_s": (("bare lookups", ("floor",)),)},
     )
     figs, notes = summarize(bench, [{"rate": 40, "floor": 200}, {"rate": 60, "floor": 200}])
     assert figs["reconciler_intents_s"].median == 50.0
