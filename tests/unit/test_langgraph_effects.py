@@ -133,6 +133,24 @@ async def test_a_retried_node_gets_its_recorded_effects_back() -> None:
     assert out["refs"] == [provider.effects[0].id]
 
 
+async def test_call_numbers_survive_the_thread_being_released_between_calls() -> None:
+    """A node whose thread is released (idle) between two effect calls still numbers the second
+    call 1: two effects, not the first one's outcome (or a mismatch) for the second."""
+    ports = MemoryPorts()
+    provider = CountingProvider(ports)
+    async with ports.saver(providers={"pay": provider}) as saver:
+
+        async def slow(state: Order) -> dict[str, Any]:
+            first = await charge(state["order"], 1)
+            await saver.release("slow")  # what the idle reaper does during a long model call
+            second = await charge(state["order"], 2)
+            return {"refs": [first.external_ref, second.external_ref]}
+
+        out = await order_graph(saver, slow).ainvoke(START_STATE, thread_config("slow"))
+    assert provider.calls == 2
+    assert len(set(out["refs"])) == 2
+
+
 async def test_changed_identity_on_a_rerun_stops_with_an_alert() -> None:
     """A re-run asking the same place for another amount raises IdentityMismatchError, alerts,
     and sends nothing."""

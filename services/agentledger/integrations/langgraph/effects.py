@@ -81,13 +81,13 @@ async def perform_effect(
     session: ThreadSession,
     call: EffectCall,
     *,
+    ordinal: int,
     name: str,
     request: EffectRequest,
     provider_name: str | None,
 ) -> EffectResult:
-    """Perform the effect at most once for this place in the graph; return its outcome."""
+    """Perform the ``ordinal``-th effect call of the task at most once; return its outcome."""
     step = await session.step_of(call.checkpoint_id)
-    ordinal = session.next_ordinal(call.task_id, call.attempt)
     key = graph_effect_key(session.run_id, call, name, ordinal)
     recorded = session.view.effects.get(key)
     if recorded is not None:

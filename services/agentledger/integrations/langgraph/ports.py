@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from agentledger.bus.admin import ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
@@ -12,29 +12,44 @@ from agentledger.errors import ConfigurationError
 from agentledger.events.topics import topic_specs
 from agentledger.integrations.langgraph.runindex import RedisRunIndex
 from agentledger.integrations.langgraph.settings import SaverSettings
-from agentledger.leasing.redis_store import RedisLeaseStore, redacted
+from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S, RedisLeaseStore, redacted
 from agentledger.views.redis_store import RedisViewStore
+
+REDIS_CONNECTIONS = 64
+REDIS_POOL_WAIT_S = 30.0
 
 
 class SaverPorts:
-    """Opens and closes what a saver talks to; ``settings`` must carry resolved endpoints."""
+    """Opens and closes what a saver talks to; ``settings`` must carry resolved endpoints.
+
+    Leases, views and the run index share one Redis client whose pool waits for a free
+    connection (redis-py's default pool raises past its limit, and every held thread renews
+    its lease on its own schedule).
+    """
 
     def __init__(self, settings: SaverSettings) -> None:
         if settings.kafka_bootstrap is None or settings.redis_url is None:
             msg = "saver settings need kafka_bootstrap and redis_url (resolve_settings first)"
             raise ConfigurationError(msg)
         self.settings = settings
-        self.leases = RedisLeaseStore.from_settings(settings)
+        url, prefix = settings.redis_url, settings.key_prefix
+        endpoint = redacted(url)
+        self._pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=REDIS_CONNECTIONS,
+            timeout=REDIS_POOL_WAIT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+        )
+        self._redis = Redis(connection_pool=self._pool)
+        self.leases = RedisLeaseStore(self._redis, key_prefix=prefix, endpoint=endpoint)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self.views = (
-            RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
+            RedisViewStore(self._redis, key_prefix=prefix, url=endpoint)
             if settings.use_views
             else None
         )
-        self._redis = Redis.from_url(settings.redis_url)
-        self.run_index = RedisRunIndex(
-            self._redis, key_prefix=settings.key_prefix, endpoint=redacted(settings.redis_url)
-        )
+        self.run_index = RedisRunIndex(self._redis, key_prefix=prefix, endpoint=endpoint)
         self._started = False
         self._stopped = False
 
@@ -65,7 +80,5 @@ class SaverPorts:
         try:
             await self.log.stop()
         finally:
-            await self.leases.stop()
-            if self.views is not None:
-                await self.views.close()
             await self._redis.aclose()
+            await self._pool.disconnect()

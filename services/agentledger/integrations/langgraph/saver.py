@@ -304,9 +304,16 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
         self, call: EffectCall, *, name: str, request: EffectRequest, provider: str | None
     ) -> EffectResult:
         """Perform an effect for a task of this thread (what :func:`effect_tool` calls)."""
+        ordinal = self.threads.next_ordinal(call.task_id, call.attempt)
         async with self.threads.using(call.thread_id) as session:
             return await perform_effect(
-                self.services, session, call, name=name, request=request, provider_name=provider
+                self.services,
+                session,
+                call,
+                ordinal=ordinal,
+                name=name,
+                request=request,
+                provider_name=provider,
             )
 
     # --- LangGraph details ----------------------------------------------------------------

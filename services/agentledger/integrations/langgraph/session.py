@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from typing import Any, TypeVar
 
 import structlog
@@ -28,7 +27,6 @@ from agentledger.worker.writer import RunWriter
 E = TypeVar("E", bound=RunEvent)
 _log = structlog.get_logger("agentledger.langgraph")
 INTERRUPT = "__interrupt__"
-MAX_TASKS_REMEMBERED = 10_000
 
 
 class ThreadSession:
@@ -48,7 +46,6 @@ class ThreadSession:
         self._flush_lock = asyncio.Lock()
         self._waiting: dict[str, asyncio.Event] = {}
         self._by_id: dict[str, int] = {}
-        self._ordinals: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._closed = False
         self.reindex()
         self.log = _log.bind(run_id=self.run_id, thread_id=thread_id)
@@ -126,16 +123,6 @@ class ThreadSession:
             )
             raise GraphStateError(msg, run_id=self.run_id) from e
         return self._by_id[checkpoint_id]
-
-    def next_ordinal(self, task_id: str, attempt: int) -> int:
-        """The 0-based number of this effect call within the task's current attempt."""
-        seen_attempt, used = self._ordinals.pop(task_id, (attempt, 0))
-        if seen_attempt != attempt:
-            used = 0
-        self._ordinals[task_id] = (attempt, used + 1)
-        while len(self._ordinals) > MAX_TASKS_REMEMBERED:
-            self._ordinals.popitem(last=False)
-        return used
 
     # --- flushing and closing -------------------------------------------------------------
 

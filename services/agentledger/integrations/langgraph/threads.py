@@ -34,6 +34,7 @@ from agentledger.worker.writer import RunWriter
 _log = structlog.get_logger("agentledger.langgraph")
 AGENT = "langgraph"
 RECENT_READS = 256
+MAX_TASKS_REMEMBERED = 10_000
 
 
 class Threads:
@@ -45,6 +46,7 @@ class Threads:
         self._sessions: dict[str, ThreadSession] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._reads: OrderedDict[str, tuple[int, int, LastValues]] = OrderedDict()
+        self._ordinals: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
     def run_id(self, thread_id: str) -> str:
         """The run a thread is recorded as."""
@@ -75,6 +77,20 @@ class Threads:
             return await fold_log(log, run_id)
         loaded = await load_view(log, run_id, reader=views, barrier_s=self._services.barrier_s)
         return loaded.view
+
+    def next_ordinal(self, task_id: str, attempt: int) -> int:
+        """The 0-based number of this effect call within the task's current attempt.
+
+        Kept per process, not per session: a thread released while a node waits between two
+        effect calls is taken again for the second one, which must still be number 1.
+        """
+        seen_attempt, used = self._ordinals.pop(task_id, (attempt, 0))
+        if seen_attempt != attempt:
+            used = 0
+        self._ordinals[task_id] = (attempt, used + 1)
+        while len(self._ordinals) > MAX_TASKS_REMEMBERED:
+            self._ordinals.popitem(last=False)
+        return used
 
     def remember_read(self, thread_id: str, view: RunView, last: LastValues) -> None:
         """Keep the lists a reader rebuilt, for deltas if this process takes the thread next."""
