@@ -12,8 +12,9 @@ topics, in one run:
   each run's end-to-end lag: its last transaction acknowledged -> its view complete in Redis
   (polled every 2 ms), p50/p99;
 - the floor measured in the same run: a raw read_committed aiokafka consume loop over the same
-  records, and a pipelined Redis write loop (one HSET of a small hash per event, 1000 a
-  pipeline).
+  records, a pipelined Redis write loop (one HSET of a small hash per event, 1000 a pipeline),
+  and faust's own delivery rate (the same app and transport with an agent that only counts):
+  the projector cannot apply faster than faust delivers.
 
 JSON on stdout (or ``--json FILE``).
 """
@@ -46,6 +47,7 @@ from agentledger.projector.testing import (
     ProjectorProcess,
     isolated_projector,
     sample_run,
+    settings_env,
     until,
 )
 from agentledger.settings import CommonSettings
@@ -219,6 +221,7 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
             )
         kafka_floor = await _kafka_floor(settings, total)
         redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
+        faust_floor = await _faust_floor(settings, total)
     applied = projector["events_applied_per_s"]
     return {
         "bench": "projector",
@@ -235,7 +238,9 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
         "floor": {
             "kafka_consume_records_per_s": round(kafka_floor, 1),
             "redis_pipelined_writes_per_s": round(redis_floor, 1),
+            "faust_delivery_records_per_s": round(faust_floor, 1),
         },
+        "ratio_projector_to_faust_floor": round(applied / faust_floor, 4),
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
         "ratio_projector_to_redis_floor": round(applied / redis_floor, 4),
         "ratio_rebuild_to_kafka_floor": round(replay.events_per_second / kafka_floor, 4),
@@ -248,8 +253,77 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
     }
 
 
+async def _faust_floor(settings: ProjectorSettings, total: int) -> float:
+    """A faust worker (same app, transport and settings) whose agent only counts: records/s."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
+    env.update(settings_env(settings))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.projector",
+        "--faust-floor-child",
+        str(total),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout=3600)
+    for line in out.decode().splitlines():
+        if "{" in line:  # faust's terminal codes may precede it
+            return float(json.loads(line[line.index("{") :])["records_per_s"])
+    msg = f"the faust floor child printed no rate (exit {proc.returncode})"
+    raise RuntimeError(msg)
+
+
+def _faust_floor_child(total: int) -> None:
+    """Run in the child: count ``total`` records through faust, print the rate, exit."""
+    import faust  # noqa: PLC0415 - only the child needs faust
+
+    from agentledger.projector.app import ProjectorApp  # noqa: PLC0415
+
+    settings = ProjectorSettings()
+    assert settings.kafka_bootstrap is not None
+    app = ProjectorApp(
+        f"{settings.projector_group}-floor",
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        store="memory://",
+        autodiscover=False,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        consumer_auto_offset_reset="earliest",
+        table_standby_replicas=1,
+        web_enabled=False,
+    )
+    channel = app.topic(
+        *topic_names(settings).run_topics, key_serializer="raw", value_serializer="raw"
+    )
+    seen = {"n": 0, "t0": 0.0}
+
+    async def count(stream: Any) -> None:
+        async for _ in stream.events():
+            if seen["n"] == 0:
+                seen["t0"] = time.perf_counter()
+            seen["n"] += 1
+            if seen["n"] >= total:
+                rate = (total - 1) / (time.perf_counter() - seen["t0"])
+                sys.stdout.write(json.dumps({"records_per_s": rate}) + "\n")
+                sys.stdout.flush()
+                os._exit(0)
+
+    app.agent(channel)(count)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    worker = faust.Worker(app, loop=loop, loglevel="warning", quiet=True, redirect_stdouts=False)
+    worker.execute_from_commandline()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run, print JSON."""
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--faust-floor-child"]:
+        _faust_floor_child(int(argv[1]))
+        return
     p = argparse.ArgumentParser(prog="python -m bench.projector", description=__doc__)
     p.add_argument("--events", type=int, default=100_000, help="events published, then folded")
     p.add_argument("--lag-rate", type=float, default=100.0, help="runs/s of the steady load")

@@ -290,6 +290,22 @@ async def test_prune_drops_index_entries_of_runs_whose_keys_are_gone(store: View
     assert [i.run_id for i in await store.open_intents()] == ["kept"]
 
 
+async def test_finished_runs_past_retention_leave_the_status_index(store: ViewStore) -> None:
+    """Finished runs last updated before the cut-off are unlisted; running ones stay."""
+    ns = await live(store)
+    await store.update_indexes(
+        ns,
+        [
+            IndexUpdate("old", "succeeded", 10),
+            IndexUpdate("new", "succeeded", 30),
+            IndexUpdate("busy", "running", 10),
+        ],
+    )
+    assert await store.drop_finished_before(ns, 20) == 1
+    assert await store.runs_by_status("succeeded") == ["new"]
+    assert await store.runs_by_status("running") == ["busy"]
+
+
 StoreFactory = Callable[[], ViewStore]
 
 

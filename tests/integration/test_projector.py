@@ -38,7 +38,14 @@ CODEC = EventCodec()
 class Env:
     """The module's settings, a running projector, a transactional log and the view store."""
 
-    def __init__(self, settings: ProjectorSettings, log: KafkaEventLog, store: RedisViewStore):
+    def __init__(
+        self,
+        settings: ProjectorSettings,
+        log: KafkaEventLog,
+        store: RedisViewStore,
+        proc: ProjectorProcess,
+    ) -> None:
+        self.proc = proc
         self.settings = settings
         self.log = log
         self.store = store
@@ -70,7 +77,7 @@ async def env(stack: StackUnderTest) -> AsyncIterator[Env]:
             RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as store,
         ):
             await proc.wait_ready()
-            yield Env(settings, log, store)
+            yield Env(settings, log, store, proc)
 
 
 def new_run() -> str:
@@ -156,6 +163,7 @@ async def test_poison_records_are_dead_lettered_and_the_projector_goes_on(env: E
     assert "unknown schema fingerprint" in reasons[unknown]
     assert "not a run event" in reasons[foreign]
     assert await env.view(run) == expected_view(events)
+    assert (await env.proc.metrics())["dead_lettered"] >= 3
 
 
 async def test_aborted_transactions_never_reach_the_view(env: Env) -> None:

@@ -27,10 +27,11 @@ from agentledger.projector.applier import Applier
 from agentledger.projector.memory import CollectingPublisher, MemoryLog
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
+from agentledger.projector.rebuild import compare
 from agentledger.projector.runner import Projector
 from agentledger.views import RunView, fold
 from agentledger.views.memory_store import MemoryViewStore
-from agentledger.views.store import IndexUpdate
+from agentledger.views.store import IndexUpdate, RunWrite
 
 PARTS = 2
 TOPICS = TopicNames("u.")
@@ -299,8 +300,8 @@ async def test_index_is_repaired_when_a_redo_follows_a_crash_before_the_index_wr
 
 async def test_a_run_finished_longer_ago_than_retention_is_not_kept() -> None:
     """Retention: replaying a long-finished run stores nothing and indexes nothing."""
-    world = World(retention_ms=1)
-    events = run_events("r1", steps=1)
+    world = World(retention_ms=1000)
+    events = [e.model_copy(update={"occurred_at": 1}) for e in run_events("r1", steps=1)]
     await world.projector().process(world.write(events))
     assert await world.store.load("r1") is None
     assert await world.store.runs_by_status("succeeded") == []
@@ -311,3 +312,28 @@ async def live(world: World) -> str:
     ns = await world.store.live_namespace()
     assert ns is not None
     return ns
+
+
+async def test_verify_compare_skips_runs_that_moved_on_and_reports_real_differences() -> None:
+    """A run with events after the replay's end has moved on; a changed field is a difference."""
+    world = World()
+    events = run_events("r1", steps=2)
+    other = run_events("r2", steps=1)
+    recs = world.write([*events[:6], *other])
+    live_projector = world.projector()
+    await live_projector.process(recs)
+    scratch = await world.store.create_namespace()
+    await world.projector(namespace=scratch).replay(
+        {tp: (0, end) for tp, end in live_projector.positions.items()}
+    )
+    await live_projector.process(world.write(events[6:]))
+    ns = await live(world)
+    result = compare(await world.store.snapshot(ns), await world.store.snapshot(scratch))
+    assert result.moved_on == ["r1"]
+    assert result.differences == []
+    view = (await world.store.load_runs(ns, ["r2"]))["r2"]
+    view.view.agent = "tampered"
+    write = RunWrite(run_id="r2", expected=view.token, view=view.view)
+    await world.store.write_runs(ns, [write])
+    result = compare(await world.store.snapshot(ns), await world.store.snapshot(scratch))
+    assert result.differences == ["{r2}:run [agent]: live=tampered rebuilt=a"]

@@ -28,6 +28,8 @@ from agentledger.views.store import TopicPartition, ViewStore
 
 log = structlog.get_logger(__name__)
 
+_UNLIST_EVERY_MS = 60_000
+
 
 class Projector:
     """Applies delivered batches in order per partition; one instance per process."""
@@ -45,6 +47,7 @@ class Projector:
         gap_alert_ms: int = 30_000,
         namespace: str | None = None,
         group: str | None = None,
+        retention_ms: int | None = None,
     ) -> None:
         self._store = store
         self._reader = reader
@@ -56,6 +59,8 @@ class Projector:
         self._gap_alert_ms = gap_alert_ms
         self._fixed_namespace = namespace
         self._group = group
+        self._retention_ms = retention_ms
+        self._last_unlist = 0
         self._lock = asyncio.Lock()
         self._namespace: str | None = None
         self._pos: dict[TopicPartition, int] = {}
@@ -222,6 +227,15 @@ class Projector:
             self._seen_at_tick = dict(self._pos)
             self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, 0)) for tp in tps}
             await self._alert_gaps(namespace)
+            await self._unlist_expired(namespace)
+
+    async def _unlist_expired(self, namespace: str) -> None:
+        """Once a minute: finished runs whose keys reached their TTL leave the status index."""
+        now = now_ms()
+        if self._retention_ms is None or now - self._last_unlist < _UNLIST_EVERY_MS:
+            return
+        self._last_unlist = now
+        await self._store.drop_finished_before(namespace, now - self._retention_ms)
 
     async def _alert_gaps(self, namespace: str) -> None:
         now = now_ms()

@@ -88,6 +88,7 @@ class ProjectorRuntime:
             chunk=s.projector_chunk,
             gap_alert_ms=s.projector_gap_alert_ms,
             group=s.projector_group,
+            retention_ms=s.retention,
         )
         self.ready.set()
         log.info("projector_started", group=s.projector_group, topics=list(self.run_topics))

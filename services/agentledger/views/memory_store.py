@@ -13,7 +13,7 @@ from typing import Self
 
 from agentledger.bus.port import Position
 from agentledger.events.codec import EventCodec
-from agentledger.events.models import RunEvent, now_ms
+from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import decode_run, encode_effect, encode_run, encode_step, token_of
 from agentledger.views.model import RunView
@@ -233,6 +233,17 @@ class MemoryViewStore(ViewStore):
         """See :meth:`ViewStore.overdue_parked`."""
         parked = self._zset(self._keys.space(namespace).parked_index)
         return sorted((r for r, t in parked.items() if t < parked_before), key=parked.__getitem__)
+
+    async def drop_finished_before(self, namespace: str, before: int) -> int:
+        """See :meth:`ViewStore.drop_finished_before`."""
+        space = self._keys.space(namespace)
+        dropped = 0
+        for status in FINISHED_STATUSES:
+            index = self._zset(space.status_index(status))
+            for run_id in [r for r, at in index.items() if at < before]:
+                del index[run_id]
+                dropped += 1
+        return dropped
 
     async def prune(self, namespace: str) -> int:
         """See :meth:`ViewStore.prune`."""

@@ -16,7 +16,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
-from agentledger.events.models import RunEvent, now_ms
+from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.views.keys import STATUSES, Keys, SpaceKeys, parse_progress_field, progress_field
 from agentledger.views.layout import (
     Token,
@@ -328,6 +328,14 @@ class RedisViewStore(ViewStore):
         """See :meth:`ViewStore.overdue_parked`."""
         key = self._keys.space(namespace).parked_index
         return _texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
+
+    async def drop_finished_before(self, namespace: str, before: int) -> int:
+        """See :meth:`ViewStore.drop_finished_before`."""
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=True)
+        for status in sorted(FINISHED_STATUSES):
+            pipe.zremrangebyscore(space.status_index(status), "-inf", f"({before}")
+        return sum(int(n) for n in await pipe.execute())
 
     async def prune(self, namespace: str) -> int:
         """See :meth:`ViewStore.prune`."""

@@ -153,6 +153,10 @@ class ViewStore(ViewReader):
         """Runs that have had events parked since before ``parked_before`` (epoch ms)."""
 
     @abstractmethod
+    async def drop_finished_before(self, namespace: str, before: int) -> int:
+        """Unlist finished runs whose last event is older than ``before`` (their keys expired)."""
+
+    @abstractmethod
     async def prune(self, namespace: str) -> int:
         """Drop index entries of runs whose keys expired; return how many."""
 
