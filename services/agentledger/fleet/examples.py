@@ -137,7 +137,40 @@ async def _gated(run: Run, seed: int, think_s: float) -> dict[str, Any]:
     return result
 
 
+BENCH_AGENT = "bench-steps"
+
+
+def steps(settings: FleetSettings) -> Agent:
+    """A plain agent for measurements: ``{"steps": N, "bytes": B, "think_s": T}`` runs N steps,
+    each recording a model call (T seconds) and checkpointing a B-byte result; no effects."""
+
+    def spec(run_id: str, value: Any) -> RunSpec:
+        count = int(value.get("steps", 10)) if isinstance(value, Mapping) else 10
+        plan = tuple(f"step{i}" for i in range(count))
+        return RunSpec(run_id=run_id, agent=BENCH_AGENT, plan=plan, input=value)
+
+    async def body(run: Run, value: Any) -> Any:
+        size = int(value.get("bytes", 1024)) if isinstance(value, Mapping) else 1024
+        think = _think(value)
+        for name in run.view.plan:
+
+            async def work(step: Step, name: str = name) -> Any:
+                async def model() -> str:
+                    if think:
+                        await asyncio.sleep(think)
+                    return "x" * size
+
+                text = await step.activity("model", model, durable=False)
+                return {"step": name, "chars": len(text)}
+
+            await run.step(name, work)
+        return None
+
+    return Agent(name=BENCH_AGENT, spec=spec, body=body, providers=dict)
+
+
 __all__ = [
+    "BENCH_AGENT",
     "GATED_AGENT",
     "GATED_PLAN",
     "PLAN",
@@ -145,4 +178,5 @@ __all__ = [
     "gated_refund",
     "refund",
     "refund_intent",
+    "steps",
 ]

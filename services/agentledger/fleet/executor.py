@@ -30,6 +30,7 @@ from agentledger.errors import (
     PublishError,
     ReplayMismatchError,
     RunClosedError,
+    RunError,
     RunPausedError,
     StaleFenceError,
     StepRejectedError,
@@ -146,36 +147,66 @@ class RunExecutor:
         run_id = request.run_id
         if self._barrier is not None:
             await self._barrier.wait(run_id)
-        view = (
-            await load_view(
-                self._tap, run_id, reader=self._views, barrier_s=self._settings.resume_barrier_s
-            )
-        ).view
-        skip = self._needless(request, view) or await self._held_elsewhere(view)
-        if skip is not None:
-            return skip
-        raw = (
-            request.input_json
-            if isinstance(request, RunRequested) and view.status == "new"
-            else view.input_json
-        )
-        value = json.loads(raw)
+        prepared = await self._prepare(request)
+        if isinstance(prepared, Outcome):
+            return prepared
+        view, raw = prepared
         holder: list[Run] = []
         try:
-            async with self._ledger.run(self._agent.spec(run_id, value)) as run:
-                holder.append(run)
-                if run.status not in FINISHED_STATUSES:
-                    await self._walk(run, value)
-                status = run.status
+            return await self._open_and_walk(run_id, raw, holder)
         except StaleFenceError as e:
             return await self._abandon(run_id, holder, e)
         except LeaseHeldError:
-            if view.status == "new":
+            if view is None or view.status == "new":
                 raise
-            status = "held"
+            return Outcome("held", "another writer took the lease first")
         except _RECORDED as e:
             return Outcome(_recorded_status(e), str(e))
-        return Outcome(status)
+        except RunError as e:
+            if type(e) is not RunError:  # only the SDK's "belongs to another agent"
+                raise
+            return Outcome("skipped", str(e))
+
+    async def _open_and_walk(self, run_id: str, raw: str, holder: list[Run]) -> Outcome:
+        async with self._ledger.run(self._agent.spec(run_id, json.loads(raw))) as run:
+            holder.append(run)
+            if run.status in FINISHED_STATUSES:
+                return Outcome("done", f"already {run.status}")
+            # a request for a run that exists walks it with its recorded input
+            await self._walk(run, json.loads(run.view.input_json))
+        return Outcome(run.status)
+
+    async def _prepare(self, request: RunRequest) -> tuple[RunView | None, str] | Outcome:
+        """The view (when one is needed) and the input to start with, or why nothing is to do.
+
+        A start needs no view of its own (the SDK loads one): only a resume (for the input) or
+        a run another worker holds (to tell its first write from later ones) does.
+        """
+        raw = request.input_json if isinstance(request, RunRequested) else "null"
+        if isinstance(request, RunRequested) and not await self._lease_elsewhere(request.run_id):
+            return None, raw
+        view = await self._peek(request.run_id)
+        skip = self._needless(request, view) or await self._held_elsewhere(view)
+        if skip is not None:
+            return skip
+        return view, raw if view.status == "new" else view.input_json
+
+    async def _peek(self, run_id: str) -> RunView:
+        """The run as the views know it, if they know it (its agent, input and a finished
+        status never change; the SDK reads the run behind its barrier later); else the fold of
+        the log."""
+        if self._views is not None:
+            seen = await self._views.load(run_id)
+            if seen is not None:
+                return seen
+        loaded = await load_view(
+            self._tap, run_id, reader=self._views, barrier_s=self._settings.resume_barrier_s
+        )
+        return loaded.view
+
+    async def _lease_elsewhere(self, run_id: str) -> bool:
+        lease = await self._leases.current(run_id)
+        return lease is not None and lease.owner != self.worker_id
 
     def _needless(self, request: RunRequest, view: RunView) -> Outcome | None:
         """Why the request needs nothing from this worker (None if it does)."""

@@ -15,6 +15,7 @@ import asyncio
 import time
 from types import TracebackType
 
+import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
@@ -25,6 +26,8 @@ from agentledger.events.topics import topic_names
 from agentledger.settings import CommonSettings
 
 POLL_S = 0.05
+SLOW_S = 0.2
+_log = structlog.get_logger(__name__)
 
 
 class StableBarrier:
@@ -78,7 +81,9 @@ class StableBarrier:
                 behind = {tp: high[tp] for tp in tps if stable[tp] < high[tp]}
                 if not behind:
                     waited = time.monotonic() - started
-                    self.waits += waited > 0.2
+                    if waited > SLOW_S:
+                        self.waits += 1
+                        _log.info("stable_barrier_waited", run_id=run_id, waited_s=round(waited, 3))
                     return waited
                 if time.monotonic() - started > self._timeout_s:
                     where = {f"{tp.topic}[{tp.partition}]": o for tp, o in behind.items()}
