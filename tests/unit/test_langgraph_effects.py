@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy
+from langgraph.types import Command, RetryPolicy, interrupt
 
 from agentledger.errors import ConfigurationError, IdentityMismatchError
 from agentledger.events import Alert, EffectIntended, EffectReconciled, EffectRecorded
@@ -149,6 +150,56 @@ async def test_call_numbers_survive_the_thread_being_released_between_calls() ->
         out = await order_graph(saver, slow).ainvoke(START_STATE, thread_config("slow"))
     assert provider.calls == 2
     assert len(set(out["refs"])) == 2
+
+
+class Refs(TypedDict):
+    """State of the branching graph: every node adds its references."""
+
+    refs: Annotated[list[str], operator.add]
+
+
+async def _left(state: Refs) -> dict[str, Any]:
+    return {"refs": [(await charge("left", 1)).external_ref or ""]}
+
+
+async def _right(state: Refs) -> dict[str, Any]:
+    return {"refs": [(await charge("right", 2)).external_ref or ""]}
+
+
+async def _ask(state: Refs) -> dict[str, Any]:
+    done = await charge("sub", 5)
+    interrupt("go on?")
+    return {"refs": [f"{done.external_ref}:{done.replayed}"]}
+
+
+async def test_parallel_nodes_and_a_subgraph_interrupted_after_its_effect() -> None:
+    """Two nodes of one superstep get their own keys; a subgraph node that performed an effect
+    and then interrupted gets it back, not redone, when another process resumes it."""
+    ports = MemoryPorts()
+    provider = CountingProvider(ports)
+    sub = StateGraph(Refs)
+    sub.add_node("ask", _ask)
+    sub.add_edge(START, "ask")
+    sub.add_edge("ask", END)
+    graph = StateGraph(Refs)
+    graph.add_node("left", _left)
+    graph.add_node("right", _right)
+    graph.add_node("sub", sub.compile())
+    graph.add_edge(START, "left")
+    graph.add_edge(START, "right")
+    graph.add_edge("left", "sub")
+    graph.add_edge("right", "sub")
+    graph.add_edge("sub", END)
+    config = thread_config("branches")
+    async with ports.saver(providers={"pay": provider}) as saver:
+        first = await graph.compile(checkpointer=saver).ainvoke({"refs": []}, config)
+    assert "__interrupt__" in first
+    assert provider.calls == 3
+    async with ports.saver(providers={"pay": provider}) as other:
+        done = await graph.compile(checkpointer=other).ainvoke(Command(resume=True), config)
+    assert provider.calls == 3
+    assert len({e.idempotency_key for e in provider.effects}) == 3
+    assert done["refs"][-1] == f"{provider.effects[2].id}:True"
 
 
 async def test_changed_identity_on_a_rerun_stops_with_an_alert() -> None:

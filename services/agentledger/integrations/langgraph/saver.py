@@ -377,3 +377,15 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
     def delete_thread(self, thread_id: str) -> NoReturn:
         """Not supported: use ``adelete_thread``."""
         raise ConfigurationError(_SYNC)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> NoReturn:
+        """Not supported: use ``adelete_for_runs``."""
+        raise ConfigurationError(_SYNC)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> NoReturn:
+        """Not supported: use ``acopy_thread``."""
+        raise ConfigurationError(_SYNC)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> NoReturn:
+        """Not supported: use ``aprune``."""
+        raise ConfigurationError(_SYNC)

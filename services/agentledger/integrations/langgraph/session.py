@@ -128,6 +128,10 @@ class ThreadSession:
 
     async def flush(self) -> None:
         """Publish everything appended so far (in order); raises if an earlier flush failed."""
+        # One loop turn first: LangGraph saves a task's writes and the next checkpoint from two
+        # tasks started together; letting the second append before the first takes the batch
+        # puts both in one Kafka transaction (one commit per step instead of two).
+        await asyncio.sleep(0)
         async with self._flush_lock:
             await self.writer.flush()
 
