@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from hypothesis import HealthCheck, given, settings
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
 
 from agentledger.errors import ConfigurationError, LeaseHeldError
 from agentledger.events import CheckpointSaved, RunPaused, RunResumed, RunStarted
 from tests.langgraph_support import MemoryPorts, chat_graph, chat_input, thread_config
+
+from .test_redaction import cores, secrets
 
 SECRET = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0" * 2
 
@@ -155,3 +162,40 @@ async def test_checkpoint_metadata_is_recorded_as_the_steps_result() -> None:
     assert sources == ["input", "loop", "loop", "loop"]
     assert all(s.status == "checkpointed" and s.graph is not None for s in view.steps.values())
     assert view.cursor == len(view.steps)
+
+
+class Leaky(TypedDict):
+    """State with a conversation and a free-form dict."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    notes: dict[str, Any]
+
+
+def _leak(state: Leaky) -> dict[str, Any]:
+    secret = state["notes"]["secret"]
+    interrupt({"question": f"send {secret}?"})
+    return {}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(secrets)
+async def test_generated_secrets_never_reach_the_log(secret: str) -> None:
+    """For any generated secret put in messages, state, config metadata and an interrupt, no
+    record of the run topics contains it (invariant 10)."""
+    ports = MemoryPorts()
+    graph = StateGraph(Leaky)
+    graph.add_node("leak", _leak)
+    graph.add_edge(START, "leak")
+    graph.add_edge("leak", END)
+    config = {"configurable": {"thread_id": "leaky", "note": f"token {secret}"}}
+    first: Leaky = {
+        "messages": [HumanMessage(content=f"here: {secret}", id="h")],
+        "notes": {"secret": secret, "deep": [{"k": secret}]},
+    }
+    async with ports.saver() as saver:
+        await graph.compile(checkpointer=saver).ainvoke(first, config)
+    topics = ports.log.topics
+    raw = [r.value or b"" for t in topics.run_topics for r in ports.log.records(t)]
+    assert len(raw) >= 4
+    for core in cores(secret):
+        assert not any(core.encode() in value for value in raw)

@@ -22,6 +22,7 @@ _log = structlog.get_logger(__name__)
 _OPTIONS = ormsgpack.OPT_NON_STR_KEYS
 EMPTY = "empty"
 MASK_MEMO_SIZE = 4096
+MASK_MEMO_MAX_CHARS = 64 * 1024
 
 
 class _Ext:
@@ -67,6 +68,8 @@ class ValueCodec:
         masked = self._masked.get(text)
         if masked is None:
             masked = self.redactor.text(text)
+            if len(text) > MASK_MEMO_MAX_CHARS:
+                return masked
             self._masked[text] = masked
             if len(self._masked) > MASK_MEMO_SIZE:
                 self._masked.popitem(last=False)
