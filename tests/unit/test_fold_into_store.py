@@ -101,6 +101,7 @@ class World:
             partitions=PARTS,
             gap_alert_ms=self.gap_alert_ms,
             namespace=namespace,
+            pointer_ttl_s=0,
         )
         projector.assign((t, p) for t in TOPICS.run_topics for p in range(PARTS))
         return projector
@@ -227,8 +228,8 @@ async def test_quiet_partition_progress_reaches_the_log_end_over_markers() -> No
     ends = await world.log.end_offsets(list(projector.positions))
     barrier = [Position(t, p, o) for (t, p), o in ends.items()]
     assert not await world.store.progress(barrier)
-    await projector.tick()
-    await projector.tick()
+    for _ in range(3):  # seen, stalled once, stalled twice: probed
+        await projector.tick()
     assert await world.store.progress(barrier)
 
 
@@ -278,13 +279,13 @@ async def test_rebuild_into_a_new_namespace_then_swap_keeps_the_live_projectors_
 
 
 async def test_index_is_repaired_when_a_redo_follows_a_crash_before_the_index_write() -> None:
-    """A crash between the run write and the index write is healed by the redo of the batch."""
+    """A crash between the run write and the index+progress write is healed by the redo."""
     world = World()
     events = run_events("r1", steps=1)
     recs = world.write(events[:3])
     projector = world.projector()
 
-    async def crash(namespace: str, updates: Sequence[IndexUpdate]) -> None:
+    async def crash(namespace: str, updates: Sequence[IndexUpdate], progress: object) -> None:
         raise ConnectionError("redis went away")
 
     original = world.store.update_indexes

@@ -11,7 +11,7 @@ any point followed by a redo of the batch converges to the same state.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -26,7 +26,13 @@ from agentledger.projector.ports import Record
 from agentledger.views.fold import FoldResult, fold
 from agentledger.views.keys import STATUSES
 from agentledger.views.model import OPEN_EFFECT_STATES, RunView
-from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
+from agentledger.views.store import (
+    IndexUpdate,
+    RunWrite,
+    StoredRun,
+    TopicPartition,
+    ViewStore,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -167,15 +173,23 @@ class Applier:
         """Forget cached runs (another namespace, or after an error)."""
         self._cache.clear()
 
-    async def apply(self, namespace: str, records: Sequence[Record]) -> None:
-        """Apply ``records`` to ``namespace``; on any error drop the cache and re-raise."""
+    async def apply(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        progress: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Apply ``records`` to ``namespace`` and then raise ``progress`` (with the indexes, in
+        one step); on any error drop the cache and re-raise."""
         try:
-            await self._apply(namespace, decode_records(self._codec, records))
+            await self._apply(namespace, decode_records(self._codec, records), progress or {})
         except BaseException:
             self._cache.clear()
             raise
 
-    async def _apply(self, namespace: str, batch: Decoded) -> None:
+    async def _apply(
+        self, namespace: str, batch: Decoded, progress: Mapping[TopicPartition, int]
+    ) -> None:
         alerts: list[Alert] = []
         updates: list[IndexUpdate] = []
         pending = dict(batch.runs)
@@ -200,7 +214,6 @@ class Applier:
             run_id = min(pending)
             msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
             raise ViewWriteConflictError(msg, run_id=run_id)
-        await self._store.update_indexes(namespace, updates)
         if batch.letters:
             await self._publisher.publish(batch.letters)
             self._metrics.dead_lettered += len(batch.letters)
@@ -215,6 +228,8 @@ class Applier:
         if alerts:
             await self._publisher.publish(alerts)
             self._metrics.alerts += len(alerts)
+        # findings are durable before progress passes the records that raised them
+        await self._store.update_indexes(namespace, updates, progress)
 
     async def _fold_all(
         self, namespace: str, pending: dict[str, list[RunEvent]]

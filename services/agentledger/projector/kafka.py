@@ -48,6 +48,7 @@ class KafkaLogReader(LogReader):
             max_partition_fetch_bytes=4 * 1024 * 1024,
         )
         self._admin: AIOKafkaAdminClient | None = None
+        self._use = asyncio.Lock()  # one assignment of the consumer at a time
         self._started = False
         self._stopped = False
 
@@ -95,6 +96,16 @@ class KafkaLogReader(LogReader):
         }
         if not remaining:
             return
+        async with self._use:
+            async for records in self._read(ranges, remaining, chunk):
+                yield records
+
+    async def _read(
+        self,
+        ranges: Mapping[Tp, tuple[int, int]],
+        remaining: dict[TopicPartition, int],
+        chunk: int,
+    ) -> AsyncIterator[list[Record]]:
         self._consumer.assign(list(remaining))
         for (topic, partition), (start, _) in ranges.items():
             tp = TopicPartition(topic, partition)
@@ -132,6 +143,15 @@ class KafkaLogReader(LogReader):
         found: set[Tp] = set()
         if not remaining:
             return found
+        async with self._use:
+            return await self._probe(ranges, remaining, found)
+
+    async def _probe(
+        self,
+        ranges: Mapping[Tp, tuple[int, int]],
+        remaining: dict[TopicPartition, int],
+        found: set[Tp],
+    ) -> set[Tp]:
         self._consumer.assign(list(remaining))
         for (topic, partition), (start, end) in ranges.items():
             if end > start:

@@ -13,6 +13,7 @@ up the same way by :meth:`Projector.tick`, so the SDK's resume barrier always co
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Sequence
 
 import structlog
@@ -29,6 +30,7 @@ from agentledger.views.store import TopicPartition, ViewStore
 log = structlog.get_logger(__name__)
 
 _UNLIST_EVERY_MS = 60_000
+_PROBE_AFTER_TICKS = 2
 
 
 class Projector:
@@ -48,6 +50,7 @@ class Projector:
         namespace: str | None = None,
         group: str | None = None,
         retention_ms: int | None = None,
+        pointer_ttl_s: float = 0.5,
     ) -> None:
         self._store = store
         self._reader = reader
@@ -61,12 +64,15 @@ class Projector:
         self._group = group
         self._retention_ms = retention_ms
         self._last_unlist = 0
+        self._pointer_read_at = 0.0
+        self._pointer_ttl_s = pointer_ttl_s
         self._lock = asyncio.Lock()
         self._namespace: str | None = None
         self._pos: dict[TopicPartition, int] = {}
         self._delivering: set[TopicPartition] = set()
         self._assigned: set[TopicPartition] = set()
         self._seen_at_tick: dict[TopicPartition, int] = {}
+        self._stalled: dict[TopicPartition, int] = {}
         self._gap_alerted: set[tuple[str, int]] = set()
 
     @property
@@ -98,6 +104,7 @@ class Projector:
             self._delivering.clear()
             self._seen_at_tick.clear()
             self._applier.reset()
+            self._pointer_read_at = 0.0
 
     def _forget(self, tp: TopicPartition) -> None:
         self._pos.pop(tp, None)
@@ -125,6 +132,15 @@ class Projector:
             self._metrics.batches += 1
 
     async def _current_namespace(self) -> str:
+        """The live namespace, looked up at most every ``pointer_ttl_s``.
+
+        A rebuild's swap is seen a moment late at worst: what is written to the old namespace
+        meanwhile is re-read into the new one when delivery re-anchors on its progress.
+        """
+        now = time.monotonic()
+        if self._namespace is not None and now - self._pointer_read_at < self._pointer_ttl_s:
+            return self._namespace
+        self._pointer_read_at = now
         namespace = self._fixed_namespace or await self._store.live_namespace(create=True)
         if namespace is None:
             msg = "the view store gave no live namespace"
@@ -171,12 +187,11 @@ class Projector:
             self._pos[tp] = max(self._pos.get(tp, end), end)
 
     async def _apply(self, namespace: str, records: Sequence[Record]) -> None:
-        await self._applier.apply(namespace, records)
-        self._metrics.records += len(records)
         ends: dict[TopicPartition, int] = {}
         for rec in records:
             ends[rec.tp] = max(ends.get(rec.tp, 0), rec.offset + 1)
-        await self._store.record_progress(namespace, ends)
+        await self._applier.apply(namespace, records, ends)
+        self._metrics.records += len(records)
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
 
@@ -187,16 +202,17 @@ class Projector:
 
         A partition faust has not delivered since assignment resumes at the group's committed
         offset: records between our progress and it are applied from the log here. A partition
-        whose position has not moved since the last tick is probed up to the log end: if only
+        whose position has not moved for two ticks is probed up to the log end: if only
         transaction markers (or aborted records) remain, progress moves to the end; if records
         remain, faust delivers them.
         """
+        tps = sorted(self._assigned)
+        if not tps:
+            return
+        ends = await self._reader.end_offsets(tps)
         async with self._lock:
             namespace = await self._current_namespace()
-            tps = sorted(self._assigned)
-            if not tps:
-                return
-            ends = await self._reader.end_offsets(tps)
+            tps = [tp for tp in tps if tp in self._assigned]
             starts = {tp: await self._start_of(namespace, tp) for tp in tps}
             quiet = [tp for tp in tps if tp not in self._delivering and starts[tp] < ends[tp]]
             committed = (
@@ -211,23 +227,33 @@ class Projector:
             }
             if fills:
                 await self._catch_up(namespace, fills)
+            for tp in tps:
+                same = self._seen_at_tick.get(tp) == self._pos[tp]
+                self._stalled[tp] = self._stalled.get(tp, 0) + 1 if same else 0
+            self._seen_at_tick = dict(self._pos)
             probes = {
                 tp: (self._pos[tp], ends[tp])
                 for tp in tps
                 if tp not in fills
-                and self._seen_at_tick.get(tp) == self._pos[tp]
+                and self._stalled[tp] >= _PROBE_AFTER_TICKS
                 and ends[tp] > self._pos[tp]
             }
-            if probes:
-                busy = await self._reader.nonempty(probes)
-                done = {tp: end for tp, (_, end) in probes.items() if tp not in busy}
-                if done:
-                    await self._store.record_progress(namespace, done)
-                    self._pos.update(done)
-            self._seen_at_tick = dict(self._pos)
-            self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, 0)) for tp in tps}
-            await self._alert_gaps(namespace)
-            await self._unlist_expired(namespace)
+        if probes:
+            # outside the lock: batches go on while the probe waits for the broker
+            busy = await self._reader.nonempty(probes)
+            async with self._lock:
+                if namespace == self._namespace:
+                    done = {
+                        tp: end
+                        for tp, (start, end) in probes.items()
+                        if tp not in busy and self._pos.get(tp) == start
+                    }
+                    if done:
+                        await self._store.record_progress(namespace, done)
+                        self._pos.update(done)
+        self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, ends[tp])) for tp in tps}
+        await self._alert_gaps(namespace)
+        await self._unlist_expired(namespace)
 
     async def _unlist_expired(self, namespace: str) -> None:
         """Once a minute: finished runs whose keys reached their TTL leave the status index."""

@@ -84,8 +84,9 @@ class SpaceKeys:
 
     @property
     def progress(self) -> str:
-        """Hash ``topic:partition`` -> next offset the projector has applied up to."""
-        return f"{self.base}:progress"
+        """Hash ``topic:partition`` -> next offset applied up to (in the index slot, so one
+        script raises it together with a batch's index entries)."""
+        return f"{self.base}:idx:{INDEX_TAG}:progress"
 
     @property
     def pattern(self) -> str:

@@ -192,8 +192,18 @@ class MemoryViewStore(ViewStore):
 
     # --- indexes and progress -----------------------------------------------------------
 
-    async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
+    async def update_indexes(
+        self,
+        namespace: str,
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """See :meth:`ViewStore.update_indexes`."""
+        await self._index(namespace, updates)
+        if progress:
+            await self.record_progress(namespace, progress)
+
+    async def _index(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
         space = self._keys.space(namespace)
         now = float(self._clock())
         for u in updates:

@@ -28,7 +28,7 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.model import RunView
-from agentledger.views.scripts import LOAD_RUN, RAISE_PROGRESS, UPDATE_INDEXES, WRITE_RUN
+from agentledger.views.scripts import LOAD_RUN, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -285,15 +285,22 @@ class RedisViewStore(ViewStore):
 
     # --- indexes and progress -----------------------------------------------------------
 
-    async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
-        """See :meth:`ViewStore.update_indexes` (one script: the index keys share a slot)."""
-        if not updates:
+    async def update_indexes(
+        self,
+        namespace: str,
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """See :meth:`ViewStore.update_indexes` (one script: indexes and progress share a slot)."""
+        if not updates and not progress:
             return
         space = self._keys.space(namespace)
         position = {status: n for n, status in enumerate(STATUSES, start=1)}
         keys = [space.status_index(s) for s in STATUSES]
-        keys += [space.intents_index, space.parked_index]
-        args: list[Any] = [self._clock()]
+        keys += [space.intents_index, space.parked_index, space.progress]
+        args: list[Any] = [self._clock(), len(progress or {})]
+        for (topic, partition), offset in sorted((progress or {}).items()):
+            args += [progress_field(topic, partition), offset]
         for u in updates:
             drops = STATUSES if u.status is None else u.drop_statuses
             dropped = [position[s] for s in drops if s != u.status and s in position]
@@ -312,12 +319,7 @@ class RedisViewStore(ViewStore):
 
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
         """See :meth:`ViewStore.record_progress`."""
-        if not offsets:
-            return
-        args: list[Any] = []
-        for (topic, partition), offset in sorted(offsets.items()):
-            args.extend((progress_field(topic, partition), offset))
-        await self._run_pipeline([(RAISE_PROGRESS, [self._keys.space(namespace).progress], args)])
+        await self.update_indexes(namespace, [], offsets)
 
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""

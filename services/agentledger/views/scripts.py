@@ -44,17 +44,6 @@ end
 return 1
 """
 
-#: Raise progress offsets, never lower them.  KEYS: progress hash.  ARGV: field, offset pairs.
-RAISE_PROGRESS = """
-for i = 1, #ARGV, 2 do
-  local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  if not cur or tonumber(cur) < tonumber(ARGV[i + 1]) then
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  end
-end
-return 1
-"""
-
 #: The four hashes of one run in one call.  KEYS: run, steps, effects, parked.
 LOAD_RUN = """
 return {
@@ -65,17 +54,21 @@ return {
 }
 """
 
-#: Index entries of many runs in one call (every index key shares the {idx} slot).
-#: KEYS: the status indexes in keys.STATUSES order, then intents, then parked.
-#: ARGV: now ms, then per run: run id, status ('' = drop everywhere), score, #drop statuses,
+#: Index entries of many runs, and then the batch's progress, in one call (every index key and
+#: the progress hash share the {idx} slot).
+#: KEYS: the status indexes in keys.STATUSES order, then intents, parked, progress.
+#: ARGV: now ms, #progress pairs, (field, offset) pairs (raised, never lowered),
+#: then per run: run id, status ('' = drop everywhere), score, #drop statuses,
 #: the drop statuses' positions (1-based in KEYS), #open intents, (member, score) pairs,
 #: #closed intents, members, parked ('1'/'0').
 UPDATE_INDEXES = """
-local n_status = #KEYS - 2
+local n_status = #KEYS - 3
 local intents = KEYS[n_status + 1]
 local parked = KEYS[n_status + 2]
+local progress = KEYS[n_status + 3]
 local now = ARGV[1]
-local i = 2
+local n_progress = tonumber(ARGV[2])
+local i = 3 + 2 * n_progress
 while i <= #ARGV do
   local run = ARGV[i]
   local status = ARGV[i + 1]
@@ -107,6 +100,14 @@ while i <= #ARGV do
     redis.call('ZREM', parked, run)
   end
   i = i + 1
+end
+for p = 1, n_progress do
+  local field = ARGV[1 + 2 * p]
+  local offset = ARGV[2 + 2 * p]
+  local cur = redis.call('HGET', progress, field)
+  if not cur or tonumber(cur) < tonumber(offset) then
+    redis.call('HSET', progress, field, offset)
+  end
 end
 return 1
 """

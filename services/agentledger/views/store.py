@@ -137,8 +137,13 @@ class ViewStore(ViewReader):
         """
 
     @abstractmethod
-    async def update_indexes(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
-        """Apply index entries (idempotent)."""
+    async def update_indexes(
+        self,
+        namespace: str,
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Apply index entries (idempotent), then raise ``progress`` in the same atomic step."""
 
     @abstractmethod
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
