@@ -15,8 +15,10 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.publisher import KafkaPublisher
-from agentledger.fleet import FleetSettings, request_resume, submit_run
+from agentledger.errors import ProducerFencedError
+from agentledger.fleet import FleetSettings, FleetWorker, request_resume, submit_run
 from agentledger.fleet.examples import refund
 from agentledger.fleet.testing import (
     alerts,
@@ -190,3 +192,27 @@ async def test_the_cli_submits_and_shows_a_run(fleet: FleetSettings) -> None:
     assert all(e["state"] == "succeeded" and e["external_ref"] for e in shown["effects"])
     assert shown["owner"] is None
     assert shown["fence"] >= 1
+
+
+async def test_a_worker_whose_producer_is_fenced_stops_and_says_so(
+    fleet: FleetSettings, sandbox: SandboxProcess
+) -> None:
+    """When another process takes the worker's transactional id, the worker stops with
+    ProducerFencedError and publishes an alert naming itself; its run is left to the fleet."""
+    agent = refund(fleet)
+    run_id = f"{fleet.key_prefix}-fenced"
+    worker = FleetWorker(fleet, agent)
+    serving = asyncio.get_running_loop().create_task(worker.serve(asyncio.Event()))
+    async with KafkaPublisher(fleet) as publisher:
+        await submit_run(publisher, agent.name, {"seed": 2, "think_s": 3}, run_id=run_id)
+    await wait_until(
+        lambda: fold_runs(fleet), lambda v: run_id in v and v[run_id].cursor >= 1, timeout_s=60
+    )
+    async with KafkaEventLog(fleet, transactional_id=fleet.producer_id):
+        # the worker's next commit meets the newer producer of its transactional id
+        with pytest.raises(ProducerFencedError):
+            await asyncio.wait_for(serving, timeout=60)
+    found = [a for a in await alerts(fleet) if a.worker_id == fleet.worker_id]
+    assert [(a.code, a.run_id) for a in found] == [("fence.stale", None)]
+    assert (await fold_runs(fleet))[run_id].status == "running"
+    assert sum((await performed(sandbox)).values()) == 0
