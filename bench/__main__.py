@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agentledger.settings import CommonSettings
-from bench.peers import FULL_ONLY, OURS, PEERS
+from bench.peers import FULL_ONLY, OPT_IN, OURS, PEERS
 from bench.runner import run_bench
 
 
@@ -26,13 +26,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--peers",
         help=f"comma-separated subset of: {', '.join(PEERS)} (default: "
-        f"all; --quick leaves out {', '.join(sorted(FULL_ONLY))})",
+        f"all but {', '.join(sorted(OPT_IN))}; --quick also leaves out "
+        f"{', '.join(sorted(FULL_ONLY))})",
     )
     a = p.parse_args(args_list)
     if a.peers:
         peers = [x.strip() for x in a.peers.split(",") if x.strip()]
     else:
-        peers = [x for x in PEERS if not (a.quick and x in FULL_ONLY)]
+        peers = [x for x in PEERS if x not in OPT_IN and not (a.quick and x in FULL_ONLY)]
     unknown = [x for x in peers if x not in PEERS]
     if unknown:
         p.error(f"unknown peers: {', '.join(unknown)}")

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -139,6 +140,7 @@ async def run_bench(
         f"\n(total {report['meta']['seconds']:.0f} s; load average at start "
         f"{load_at_start[0]:.1f}, at end {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
     )
+    shutil.rmtree(work, ignore_errors=True)  # GBs of full-snapshot SQLite files
     if json_out is not None:
         _write_json(json_out, report)
     if plots_dir is not None:

@@ -49,7 +49,7 @@ class Params:
 
     @classmethod
     def quick(cls) -> Params:
-        """Under 5 minutes on 2 cores: bytes stop at 1,000 steps."""
+        """Meant for under 5 minutes on 2 cores: bytes stop at 1,000 steps, one resume."""
         return cls(
             latency_steps=100,
             latency_repeats=3,
@@ -67,11 +67,11 @@ class Params:
         """The README's run: bytes up to 10,000 steps, more and longer repeats."""
         return cls(
             latency_steps=1_000,
-            latency_repeats=5,
+            latency_repeats=3,
             concurrent_runs=200,
-            concurrent_steps=10,
-            concurrent_repeats=5,
+            concurrent_steps=5,
+            concurrent_repeats=3,
             bytes_marks=(100, 1_000, 10_000),
             resume_steps=1_000,
-            resume_repeats=5,
+            resume_repeats=3,
         )
