@@ -11,6 +11,7 @@ from bench.peers.base import Peer, PeerUnavailableError
 PEERS: dict[str, str] = {
     "agentledger": "bench.peers.ledger:LedgerPeer",
     "agentledger-raw": "bench.peers.ledger_raw:LedgerRawPeer",
+    "langgraph-agentledger": "bench.peers.langgraph_agentledger:AgentLedgerSaverPeer",
     "langgraph-sqlite": "bench.peers.langgraph_saver:SqlitePeer",
     "langgraph-sqlite-delta": "bench.peers.langgraph_saver:SqliteDeltaPeer",
     "langgraph-postgres": "bench.peers.langgraph_saver:PostgresPeer",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from bench.readme import machine_line, section
 from bench.report import figures_of, projected_of, render
 from bench.services import ServiceBench, dig, summarize
 from bench.workload import MESSAGE_BYTES, effect_key, message
@@ -76,3 +77,40 @@ def test_workload_messages_are_deterministic_one_kilobyte_and_distinct() -> None
     assert a == message("run", 1)
     assert a != message("run", 2)
     assert effect_key("run", 1) == effect_key("run", 1) != effect_key("run", 2)
+
+
+def test_readme_section_names_the_machine_command_and_commit() -> None:
+    """The README text of a saved report says where, with what and from which commit it ran."""
+    report = {
+        "meta": {
+            "machine": {
+                "cores": 2,
+                "cpu": "AMD EPYC",
+                "memory_gib": 23.5,
+                "kernel": "6.1",
+                "python": "3.11.7",
+            },
+            "versions": {
+                "kafka": "4.1.1",
+                "redis-server": "7.0.15",
+                "postgresql": "15",
+                "langgraph": "1.2",
+                "dbos": "3.2",
+            },
+            "commit": "0123456789abcdef",
+            "tree_dirty": False,
+            "command": "python -m bench --json out.json",
+            "seconds": 600.0,
+            "load_avg_1_5_15_at_start": [1.0, 1.0, 1.0],
+            "load_avg_1_5_15_at_end": [2.0, 1.0, 1.0],
+        },
+        "peers": [RAW],
+        "services": {"reconciler_intents_s": {"median": 30.0, "min": 29.0, "max": 31.0, "n": 2}},
+        "service_notes": ["floor note"],
+    }
+    line = machine_line(report)
+    assert "`0123456789ab`" in line
+    assert "`python -m bench --json out.json` took 10 min" in line
+    text = section(report)
+    assert "| reconciler intents/s | 30.0 /s (29.0-31.0) |" in text
+    assert "- floor note" in text
