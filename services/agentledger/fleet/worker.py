@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from agentledger.bus.publisher import KafkaPublisher
-from agentledger.errors import ProducerFencedError, PublishError
+from agentledger.errors import ProducerFencedError, PublishError, UnreachableError
 from agentledger.events.models import DeadLettered
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.alerts import worker_fenced_alert
@@ -29,6 +29,7 @@ from agentledger.worker.ledger import Ledger
 from agentledger.worker.wiring import WorkerPorts
 
 _log = structlog.get_logger("agentledger.fleet")
+FETCH_RETRY_S = 1.0
 
 
 def group_of(settings: FleetSettings, agent: Agent) -> str:
@@ -99,7 +100,13 @@ class FleetWorker:
         try:
             while not stop.is_set() and self._fatal is None:
                 free = self.settings.fleet_concurrency - len(self._tasks)
-                for request in await consumer.fetch(free):
+                try:
+                    requests = await consumer.fetch(free)
+                except UnreachableError as e:  # the broker went away: runs carry on, retry
+                    self._log.warning("requests_fetch_failed", error=str(e))
+                    await asyncio.sleep(FETCH_RETRY_S)
+                    continue
+                for request in requests:
                     task = asyncio.get_running_loop().create_task(
                         self._handle(request, consumer, executor, publisher)
                     )
