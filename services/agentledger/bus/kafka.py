@@ -239,7 +239,7 @@ class KafkaEventLog(EventLog):
                 error = stale_error(p.events, stale)
                 if error is None:
                     writable.append(p)
-                else:
+                elif not p.done.done():  # a cancelled publisher must not fail its batch-mates
                     p.done.set_exception(error)
             live = writable
             if not live:
