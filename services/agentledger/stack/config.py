@@ -211,6 +211,9 @@ def server_properties(ports: KafkaPorts, data_dir: Path) -> dict[str, str | int]
         "share.coordinator.state.topic.min.isr": 1,
         "share.coordinator.state.topic.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
+        # A SIGKILLed writer's open transaction blocks read_committed readers of its partitions
+        # until the broker aborts it; check for timed-out transactions every second, not 10 s.
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
         "num.network.threads": 2,
         "num.io.threads": 2,
         "num.recovery.threads.per.data.dir": 1,
