@@ -38,7 +38,6 @@ from aiokafka import AIOKafkaConsumer
 
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.cli import configure_logging
-from agentledger.events.models import RunEvent
 from agentledger.events.topics import topic_names
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.rebuild import replay_into_new_namespace
@@ -57,19 +56,23 @@ from agentledger.views.redis_store import RedisViewStore
 EVENTS_PER_RUN = 8  # sample_run(steps=1)
 
 
-async def _publish(settings: ProjectorSettings, runs: list[list[RunEvent]]) -> float:
-    """Publish every run in two transactions, 128 in flight; return events/s."""
+async def _publish(settings: ProjectorSettings, runs: int) -> tuple[int, float]:
+    """Publish ``runs`` sample runs (made as they go), each in two transactions, 128 in flight;
+    return (events, events/s)."""
     started = time.perf_counter()
+    events = 0
     async with KafkaEventLog(settings, transactional_id=f"bench-{uuid.uuid4().hex[:6]}") as log:
         pending: list[Any] = []
-        for events in runs:
-            pending.append(log.publish(events[:4]))
-            pending.append(log.publish(events[4:]))
+        for n in range(runs):
+            run = sample_run(f"b{n:07d}", steps=1)
+            events += len(run)
+            pending.append(log.publish(run[:4]))
+            pending.append(log.publish(run[4:]))
             if len(pending) >= 128:
                 await asyncio.gather(*pending)
                 pending = []
         await asyncio.gather(*pending)
-    return sum(len(r) for r in runs) / (time.perf_counter() - started)
+    return events, events / (time.perf_counter() - started)
 
 
 async def _projector_rate(proc: ProjectorProcess, total: int) -> dict[str, float]:
@@ -188,8 +191,11 @@ async def _lag(
     }
 
 
-async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, Any]:
-    """Everything on fresh topics; returns the report."""
+async def bench(
+    events: int, lag_rate: float, lag_seconds: float, *, rebuild_only: bool = False
+) -> dict[str, Any]:
+    """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
+    no lag, no faust floor — for rebuilds of millions of events)."""
     base = await resolve_settings(CommonSettings())
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
@@ -197,19 +203,19 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
     async with isolated_projector(
         base.kafka_bootstrap, base.redis_url, log_level="WARNING"
     ) as settings:
-        runs = [sample_run(f"b{n:07d}", steps=1) for n in range(runs_n)]
-        total = sum(len(r) for r in runs)
-        publish_rate = await _publish(settings, runs)
-        del runs
-        async with (
-            RedisViewStore.from_url(
-                base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
-            ) as store,
-            ProjectorProcess(settings, name="bench") as proc,
-        ):
-            await proc.wait_ready()
-            projector = await _projector_rate(proc, total)
-            lag = await _lag(settings, store, lag_rate, lag_seconds)
+        total, publish_rate = await _publish(settings, runs_n)
+        projector: dict[str, float] = {}
+        lag: dict[str, float] = {}
+        if not rebuild_only:
+            async with (
+                RedisViewStore.from_url(
+                    base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
+                ) as store,
+                ProjectorProcess(settings, name="bench") as proc,
+            ):
+                await proc.wait_ready()
+                projector = await _projector_rate(proc, total)
+                lag = await _lag(settings, store, lag_rate, lag_seconds)
         async with (
             RedisViewStore.from_url(
                 base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
@@ -221,8 +227,8 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
             )
         kafka_floor = await _kafka_floor(settings, total)
         redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
-        faust_floor = await _faust_floor(settings, total)
-    applied = projector["events_applied_per_s"]
+        faust_floor = 0.0 if rebuild_only else await _faust_floor(settings, total)
+    applied = projector.get("events_applied_per_s", 0.0)
     return {
         "bench": "projector",
         "events": total,
@@ -240,7 +246,7 @@ async def bench(events: int, lag_rate: float, lag_seconds: float) -> dict[str, A
             "redis_pipelined_writes_per_s": round(redis_floor, 1),
             "faust_delivery_records_per_s": round(faust_floor, 1),
         },
-        "ratio_projector_to_faust_floor": round(applied / faust_floor, 4),
+        "ratio_projector_to_faust_floor": round(applied / faust_floor, 4) if faust_floor else None,
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
         "ratio_projector_to_redis_floor": round(applied / redis_floor, 4),
         "ratio_rebuild_to_kafka_floor": round(replay.events_per_second / kafka_floor, 4),
@@ -328,10 +334,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--events", type=int, default=100_000, help="events published, then folded")
     p.add_argument("--lag-rate", type=float, default=100.0, help="runs/s of the steady load")
     p.add_argument("--lag-seconds", type=float, default=10.0, help="how long the steady load")
+    p.add_argument(
+        "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
+    )
     p.add_argument("--json", type=Path, help="also write the report to this file")
     a = p.parse_args(argv)
     configure_logging("WARNING")
-    report = asyncio.run(bench(a.events, a.lag_rate, a.lag_seconds))
+    report = asyncio.run(bench(a.events, a.lag_rate, a.lag_seconds, rebuild_only=a.rebuild_only))
     text = json.dumps(report, indent=2)
     if a.json is not None:
         a.json.write_text(text + "\n")

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.events import RunEvent
+from agentledger.events import RunEvent, topic_names
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.projector.testing import (
     ProjectorProcess,
@@ -203,3 +204,39 @@ async def test_verify_reports_a_damaged_view_and_exits_non_zero(stack: StackUnde
         assert code == 1
         assert "{v0007}:run [status]: live=running rebuilt=succeeded" in out
         assert "1 difference(s)" in out
+
+
+async def test_group_offsets_ahead_of_redis_are_not_trusted(stack: StackUnderTest) -> None:
+    """With the group's Kafka offsets committed past everything but Redis empty (a crash after
+    faust's commit, before the write), the projector reads the records back from the log."""
+    async with isolated_projector(stack.kafka_bootstrap, stack.redis_url) as settings:
+        runs = runs_of("c", 50)
+        await publish(settings, runs)
+        assert settings.kafka_bootstrap is not None
+        assert settings.redis_url is not None
+        committer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=settings.projector_group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        await committer.start()
+        try:
+            tps = [
+                TopicPartition(t, p)
+                for t in topic_names(settings).run_topics
+                for p in range(settings.run_partitions)
+            ]
+            ends = await committer.end_offsets(tps)
+            committer.assign(tps)
+            await committer.commit({tp: offset for tp, offset in ends.items()})
+        finally:
+            await committer.stop()
+        async with (
+            RedisViewStore.from_url(
+                settings.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
+            ) as store,
+            ProjectorProcess(settings) as proc,
+        ):
+            await proc.wait_ready()
+            assert await until(lambda: wrong_views(store, runs), lambda w: not w, 60) == []

@@ -124,11 +124,26 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         async for event in stream.events():
             await queue.put(_record(event))
 
+    linger = settings.projector_linger_ms / 1000
+    loop = asyncio.get_event_loop
+
     async def fold_batches() -> None:
         while True:
             batch = [await queue.get()]
-            while len(batch) < settings.projector_batch_max and not queue.empty():
-                batch.append(queue.get_nowait())
+            # wait a little for more: faust delivers on this same thread, so a batch taken the
+            # moment one record arrives stays tiny and every record pays a whole run write
+            deadline = loop().time() + linger
+            while len(batch) < settings.projector_batch_max:
+                if not queue.empty():
+                    batch.append(queue.get_nowait())
+                    continue
+                left = deadline - loop().time()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(queue.get(), left))
+                except TimeoutError:
+                    break
             await runtime.process(batch)
 
     app.agent(channel, name="agentledger-projector-fold")(fold_stream)

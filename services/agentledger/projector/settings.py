@@ -17,6 +17,12 @@ class ProjectorSettings(CommonSettings):
         description="faust app id = Kafka consumer group of every projector instance",
     )
     projector_batch_max: int = Field(default=2000, ge=1, le=100_000)
+    projector_linger_ms: int = Field(
+        default=20,
+        ge=0,
+        le=1000,
+        description="how long a batch waits for more records after its first (throughput/latency)",
+    )
     projector_tick_ms: int = Field(
         default=250,
         ge=10,
