@@ -18,7 +18,7 @@ from typing import Any
 from agentledger.cli import configure_logging
 from agentledger.settings import CommonSettings
 from agentledger.stack import resolve_endpoints
-from bench.child import CHILD_TIMEOUT_S, _spawn
+from bench.child import _spawn
 from bench.machine import describe_machine
 from bench.peers import OURS, PEERS
 from bench.peers.base import Env
@@ -28,6 +28,8 @@ from bench.report import render
 from bench.servers import BenchServerError, FsyncRedis
 from bench.services import measure_services
 from bench.workload import Params
+
+MEASURE_TIMEOUT_S = 1500.0  # one peer's whole measurement (the full run's 10,000 steps)
 
 
 def _say(text: str) -> None:
@@ -75,7 +77,7 @@ def _measure_peer(name: str, env: Env, params: Params, work: Path) -> dict[str, 
         "--params",
         json.dumps(asdict(params)),
     ]
-    result = _spawn(args, work / f"{name}.json", CHILD_TIMEOUT_S)
+    result = _spawn(args, work / f"{name}.json", MEASURE_TIMEOUT_S)
     if "error" in result and "peer" not in result:
         return {"peer": name, "status": "error", "reason": result["error"], "errors": {}}
     return result

@@ -16,7 +16,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
@@ -32,8 +32,7 @@ from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
 
 AGENT = "bench"
-REDIS_CONNECTIONS = 64
-REDIS_POOL_WAIT_S = 30.0
+REDIS_CONNECTIONS = 2000
 PROJECTOR_STOP_S = 30.0
 
 
@@ -134,12 +133,12 @@ class LedgerSdkPeer(Peer):
         url = self.settings.redis_url or ""
         prefix = self.settings.key_prefix
         # WorkerPorts' own Redis clients use redis-py's default pool, which RAISES
-        # MaxConnectionsError past 100 connections (200 concurrent runs hit it); the same
-        # stores are built here on one client whose pool waits for a free connection instead.
-        pool = BlockingConnectionPool.from_url(
+        # MaxConnectionsError past 100 connections (200 concurrent runs hit it); a blocking pool
+        # of 64 deadlocked with all connections checked out and idle. The same stores are built
+        # here on one client whose pool has room for every run.
+        pool = ConnectionPool.from_url(
             url,
             max_connections=REDIS_CONNECTIONS,
-            timeout=REDIS_POOL_WAIT_S,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
         )
@@ -238,9 +237,9 @@ class LedgerSdkPeer(Peer):
             "worker SDK: 2 commits per step (intent; outcome+acceptance+checkpoint), "
             "Kafka acks=all transactional, 1 projector process folding into Redis views; "
             "bytes = Kafka segments + Redis MEMORY USAGE of the views and leases",
-            f"Redis: one client with a blocking pool of {REDIS_CONNECTIONS} for leases and "
-            "views (WorkerPorts' default pools raise MaxConnectionsError past 100 concurrent "
-            "connections)",
+            f"Redis: one client with a pool of up to {REDIS_CONNECTIONS} connections for leases "
+            "and views (WorkerPorts' default pools raise MaxConnectionsError past 100 "
+            "connections, which 200 concurrent runs reach)",
             "resume reuses the crashed worker's id (a new worker id would first wait out the "
             f"lease ttl, {self.settings.lease_ttl_ms} ms)",
         ]
