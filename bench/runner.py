@@ -102,6 +102,7 @@ async def run_bench(
     async with contextlib.AsyncExitStack() as stack:
         _say("bench: starting servers (local stack, PostgreSQL, fsync Redis)")
         env, problems = await _servers(stack, settings, work)
+        machine = describe_machine(env)  # the commit the run starts from, not where it ends
         for name in peers:
             t0 = time.perf_counter()
             _say(f"bench: measuring {name} …")
@@ -113,7 +114,7 @@ async def run_bench(
         services, service_notes, service_raw = await measure_services(settings, env, quick=quick)
     report: dict[str, Any] = {
         "meta": {
-            **describe_machine(env),
+            **machine,
             "command": command,
             "quick": quick,
             "params": asdict(params),
