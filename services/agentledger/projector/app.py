@@ -125,19 +125,19 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
             await queue.put(_record(event))
 
     linger = settings.projector_linger_ms / 1000
-    loop = asyncio.get_event_loop
 
     async def fold_batches() -> None:
         while True:
             batch = [await queue.get()]
             # wait a little for more: faust delivers on this same thread, so a batch taken the
             # moment one record arrives stays tiny and every record pays a whole run write
-            deadline = loop().time() + linger
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + linger
             while len(batch) < settings.projector_batch_max:
                 if not queue.empty():
                     batch.append(queue.get_nowait())
                     continue
-                left = deadline - loop().time()
+                left = deadline - loop.time()
                 if left <= 0:
                     break
                 try:
