@@ -103,6 +103,7 @@ class Projector:
             self._pos.clear()
             self._delivering.clear()
             self._seen_at_tick.clear()
+            self._stalled.clear()
             self._applier.reset()
             self._pointer_read_at = 0.0
 
@@ -110,6 +111,7 @@ class Projector:
         self._pos.pop(tp, None)
         self._delivering.discard(tp)
         self._seen_at_tick.pop(tp, None)
+        self._stalled.pop(tp, None)
         self._metrics.lag.pop(tp, None)
 
     # --- delivered batches --------------------------------------------------------------
@@ -153,6 +155,7 @@ class Projector:
             self._pos.clear()
             self._delivering.clear()
             self._seen_at_tick.clear()
+            self._stalled.clear()
             self._applier.reset()
         return namespace
 

@@ -6,7 +6,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, Self
 
 import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -17,7 +17,7 @@ from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
-from agentledger.views.keys import STATUSES, Keys, SpaceKeys, parse_progress_field, progress_field
+from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import (
     Token,
     decode_run,
@@ -28,6 +28,7 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.model import RunView
+from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
 from agentledger.views.scripts import LOAD_RUN, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
     IndexUpdate,
@@ -41,8 +42,6 @@ from agentledger.views.store import (
 )
 from agentledger.views.support import intent_member, parse_intent_member, retention_ttl
 
-_SCAN_COUNT = 1000
-_PIPELINE_CHUNK = 500
 _FIELDS_CACHE = 50_000
 
 
@@ -157,7 +156,7 @@ class RedisViewStore(ViewStore):
             fresh = await self.create_namespace()
             await self._redis.set(self._keys.pointer, fresh, nx=True)
             raw = await self._redis.get(self._keys.pointer)
-        return None if raw is None else _text(raw)
+        return None if raw is None else text(raw)
 
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
@@ -168,31 +167,21 @@ class RedisViewStore(ViewStore):
     async def swap(self, namespace: str) -> str | None:
         """See :meth:`ViewStore.swap`."""
         old = await self._redis.set(self._keys.pointer, namespace, get=True)
-        return None if old is None else _text(old)
+        return None if old is None else text(old)
 
     async def drop_namespace(self, namespace: str) -> int:
         """See :meth:`ViewStore.drop_namespace`."""
         if namespace == await self.live_namespace():
             return 0
         deleted = 0
-        async for chunk in self._scan_chunks(self._keys.space(namespace).pattern):
+        async for chunk in scan_chunks(self._redis, self._keys.space(namespace).pattern):
             deleted += int(await self._redis.unlink(*chunk))
         await self._redis.zrem(self._keys.registry, namespace)
         return deleted
 
     async def namespaces(self) -> list[str]:
         """See :meth:`ViewStore.namespaces`."""
-        return _texts(await self._redis.zrange(self._keys.registry, 0, -1))
-
-    async def _scan_chunks(self, pattern: str) -> Any:
-        chunk: list[bytes] = []
-        async for key in self._redis.scan_iter(match=pattern, count=_SCAN_COUNT):
-            chunk.append(key)
-            if len(chunk) >= _PIPELINE_CHUNK:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
+        return texts(await self._redis.zrange(self._keys.registry, 0, -1))
 
     # --- runs ---------------------------------------------------------------------------
 
@@ -202,7 +191,7 @@ class RedisViewStore(ViewStore):
         raw = await self._run_pipeline([(LOAD_RUN, space.run_keys(r), []) for r in run_ids])
         found: dict[str, StoredRun] = {}
         for run_id, parts in zip(run_ids, raw, strict=True):
-            run_hash, steps, effects, parked = (_pairs(p) for p in parts)
+            run_hash, steps, effects, parked = (pairs(p) for p in parts)
             token = token_of(run_hash)
             if token is None:
                 continue
@@ -324,12 +313,12 @@ class RedisViewStore(ViewStore):
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
         raw = await self._redis.hgetall(self._keys.space(namespace).progress)
-        return {parse_progress_field(_text(k)): int(v) for k, v in raw.items()}
+        return {parse_progress_field(text(k)): int(v) for k, v in raw.items()}
 
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """See :meth:`ViewStore.overdue_parked`."""
         key = self._keys.space(namespace).parked_index
-        return _texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
+        return texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
 
     async def drop_finished_before(self, namespace: str, before: int) -> int:
         """See :meth:`ViewStore.drop_finished_before`."""
@@ -344,8 +333,8 @@ class RedisViewStore(ViewStore):
         space = self._keys.space(namespace)
         members: set[str] = set()
         for status in STATUSES:
-            members.update(_texts(await self._redis.zrange(space.status_index(status), 0, -1)))
-        intents = _texts(await self._redis.zrange(space.intents_index, 0, -1))
+            members.update(texts(await self._redis.zrange(space.status_index(status), 0, -1)))
+        intents = texts(await self._redis.zrange(space.intents_index, 0, -1))
         members.update(parse_intent_member(m)[0] for m in intents)
         ordered = sorted(members)
         pipe = self._redis.pipeline(transaction=False)
@@ -369,43 +358,10 @@ class RedisViewStore(ViewStore):
         """See :meth:`ViewStore.snapshot`."""
         space = self._keys.space(namespace)
         result: dict[str, SnapshotValue] = {}
-        async for chunk in self._scan_chunks(space.pattern):
+        async for chunk in scan_chunks(self._redis, space.pattern):
             names = [k.decode() for k in chunk if k.decode() != space.progress]
-            result.update(await self._snapshot_keys(space, names))
+            result.update(await snapshot_keys(self._redis, space, names))
         return result
-
-    async def _snapshot_keys(self, space: SpaceKeys, names: list[str]) -> dict[str, SnapshotValue]:
-        pipe = self._redis.pipeline(transaction=False)
-        for name in names:
-            pipe.type(name)
-            pipe.pttl(name)
-        meta = await pipe.execute()
-        pipe = self._redis.pipeline(transaction=False)
-        for i, name in enumerate(names):
-            kind = meta[2 * i].decode()
-            if kind == "hash":
-                pipe.hgetall(name)
-            elif kind == "zset":
-                pipe.zrange(name, 0, -1, withscores=True)
-            else:
-                pipe.get(name)
-        values = await pipe.execute()
-        out: dict[str, SnapshotValue] = {}
-        for i, name in enumerate(names):
-            kind = meta[2 * i].decode()
-            has_ttl = int(meta[2 * i + 1]) > 0
-            value = values[i]
-            content: object
-            if kind == "hash":
-                content = {k.decode(): v for k, v in value.items()}
-            elif kind == "zset":
-                pairs = [(m.decode(), float(s)) for m, s in value]
-                parked = name == space.parked_index
-                content = sorted(m for m, _ in pairs) if parked else sorted(pairs)
-            else:
-                content = value
-            out[space.relative(name)] = (kind, content, has_ttl)
-        return out
 
     # --- read side ----------------------------------------------------------------------
 
@@ -435,7 +391,7 @@ class RedisViewStore(ViewStore):
         if namespace is None or limit <= 0:
             return []
         key = self._keys.space(namespace).status_index(status)
-        return _texts(await self._redis.zrange(key, 0, limit - 1))
+        return texts(await self._redis.zrange(key, 0, limit - 1))
 
     async def open_intents(
         self, older_than: int | None = None, limit: int = 1000
@@ -451,22 +407,6 @@ class RedisViewStore(ViewStore):
         )
         found = []
         for member, score in raw:
-            run_id, idem = parse_intent_member(_text(member))
+            run_id, idem = parse_intent_member(text(member))
             found.append(OpenIntent(run_id=run_id, idempotency_key=idem, intended_at=int(score)))
         return found
-
-
-def _text(value: object) -> str:
-    """A Redis reply item as text (replies are bytes: the client does not decode)."""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _texts(values: object) -> list[str]:
-    """A Redis list reply as texts."""
-    return [_text(v) for v in cast(list[object], values)]
-
-
-def _pairs(flat: object) -> dict[bytes, bytes]:
-    """A flat [field, value, …] reply (HGETALL inside Lua) as a dict."""
-    items = cast(list[bytes], flat)
-    return dict(zip(items[::2], items[1::2], strict=True))
