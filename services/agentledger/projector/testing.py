@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -157,6 +158,8 @@ class ProjectorProcess:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+        if et is None:  # keep the child's log when something went wrong
+            shutil.rmtree(self._log.parent, ignore_errors=True)
 
     async def start(self) -> None:
         """Spawn the child (environment: this process's, minus any AGENTLEDGER_*, plus ours)."""
