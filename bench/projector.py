@@ -289,10 +289,13 @@ def _faust_floor_child(total: int) -> None:
 
     settings = ProjectorSettings()
     assert settings.kafka_bootstrap is not None
+    faust_dir = settings.state_dir / "faust"
+    faust_dir.mkdir(parents=True, exist_ok=True)
     app = ProjectorApp(
         f"{settings.projector_group}-floor",
         broker=f"kafka://{settings.kafka_bootstrap}",
         store="memory://",
+        datadir=str(faust_dir / "{conf.id}-data"),
         autodiscover=False,
         topic_allow_declare=False,
         topic_disable_leader=True,

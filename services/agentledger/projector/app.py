@@ -85,10 +85,13 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         msg = "kafka_bootstrap must be resolved before building the projector app"
         raise ConfigurationError(msg)
     brokers = [f"kafka://{hp.strip()}" for hp in settings.kafka_bootstrap.split(",")]
+    faust_dir = settings.state_dir / "faust"  # faust's data dir (unused: no tables), not in cwd
+    faust_dir.mkdir(parents=True, exist_ok=True)
     app = ProjectorApp(
         settings.projector_group,
         broker=brokers,
         store="memory://",
+        datadir=str(faust_dir / "{conf.id}-data"),
         autodiscover=False,
         topic_partitions=settings.run_partitions,
         topic_allow_declare=False,

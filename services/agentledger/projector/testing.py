@@ -160,6 +160,8 @@ class ProjectorProcess:
         await self.stop()
         if et is None:  # keep the child's log when something went wrong
             shutil.rmtree(self._log.parent, ignore_errors=True)
+        group = self.settings.projector_group
+        shutil.rmtree(self.settings.state_dir / "faust" / f"{group}-data", ignore_errors=True)
 
     async def start(self) -> None:
         """Spawn the child (environment: this process's, minus any AGENTLEDGER_*, plus ours)."""
