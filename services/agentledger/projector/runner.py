@@ -30,7 +30,7 @@ from agentledger.views.store import TopicPartition, ViewStore
 log = structlog.get_logger(__name__)
 
 _UNLIST_EVERY_MS = 60_000
-_PROBE_AFTER_TICKS = 2
+_PROBE_AFTER_TICKS = 1
 
 
 class Projector:
@@ -205,7 +205,7 @@ class Projector:
 
         A partition faust has not delivered since assignment resumes at the group's committed
         offset: records between our progress and it are applied from the log here. A partition
-        whose position has not moved for two ticks is probed up to the log end: if only
+        whose position has not moved since the last tick is probed up to the log end: if only
         transaction markers (or aborted records) remain, progress moves to the end; if records
         remain, faust delivers them.
         """
