@@ -100,6 +100,10 @@ async def test_a_new_process_reads_the_thread_from_the_projectors_views(
         expected = await fold_log(kafka, "lg.viewed")
         stored = await until(lambda: views.load("lg.viewed"), lambda v: v == expected)
         assert stored == expected
+        # caught up means past the trailing commit markers too, which the projector's tick
+        # passes a moment after the last event is applied
+        ends = await kafka.run_end_positions("lg.viewed")
+        assert await until(lambda: views.progress(ends), bool)
         log = CountingLog(kafka)
         saver = AgentLedgerSaver(settings, log=log, leases=leases, views=views)
         async with saver:
