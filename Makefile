@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# The main job kills the worker at the worst instant (the provider performed the effect, the
+# outcome is not recorded yet), flushes Redis and resumes every run in a new process.
+DEMO_ARGS ?= --runs 5 --kill-at after-provider-commit --seed 7
 
 .PHONY: demo test lint venv stack-up stack-down
 
@@ -17,13 +20,13 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: venv
-	$(BIN)/agentledger demo
+	$(BIN)/agentledger demo $(DEMO_ARGS)
 
 test: venv
 	$(BIN)/pytest -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
 
 lint: venv
-	$(BIN)/ruff check services tests
+	$(BIN)/ruff check services tests bench
 	$(BIN)/mypy
 
 stack-up: venv
