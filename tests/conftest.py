@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from hypothesis import settings as hypothesis_settings
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from redis.asyncio import Redis
 
@@ -23,6 +24,12 @@ from agentledger.events.topics import topic_specs
 from agentledger.settings import CommonSettings
 from agentledger.stack import LocalStack, StackPaths, ensure_jars
 from agentledger.stack.local import Component
+
+# CI explores the same examples on every run (a property failure there is reproducible from the
+# log); a developer's run keeps exploring new ones.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
 SESSION_STATE_DIR = REPO / ".agentledger"
