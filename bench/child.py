@@ -300,12 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     env = Env.from_json(json.loads(a.env))
     try:
         if a.mode == "measure":
-            params = Params(
-                **{
-                    k: tuple(v) if isinstance(v, list) else v
-                    for k, v in json.loads(a.params).items()
-                }
-            )
+            params = Params.from_json(json.loads(a.params))
             asyncio.run(measure(a.peer, env, params, a.out))
         elif a.mode == "crash":
             marks = [int(m) for m in a.marks.split(",") if m]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 MESSAGE_BYTES = 1024
 
@@ -46,6 +47,11 @@ class Params:
     warmup_steps: int = 20
     # Do not write more than this for one bytes run; beyond it the figure is projected.
     max_bytes_run: int = 2_000_000_000
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Params:
+        """The inverse of ``dataclasses.asdict`` (JSON turns the marks tuple into a list)."""
+        return cls(**{**data, "bytes_marks": tuple(int(m) for m in data["bytes_marks"])})
 
     @classmethod
     def quick(cls) -> Params:

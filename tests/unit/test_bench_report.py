@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 from bench.readme import machine_line, section
 from bench.report import figures_of, projected_of, render
 from bench.services import ServiceBench, dig, summarize
-from bench.workload import MESSAGE_BYTES, effect_key, message
+from bench.workload import MESSAGE_BYTES, Params, effect_key, message
 
 RAW = {
     "peer": "ours",
@@ -114,3 +117,9 @@ def test_readme_section_names_the_machine_command_and_commit() -> None:
     text = section(report)
     assert "| reconciler intents/s | 30.0 /s (29.0-31.0) |" in text
     assert "- floor note" in text
+
+
+def test_params_survive_the_json_trip_to_a_child_process() -> None:
+    """The measuring child gets exactly the sizes the parent chose, marks as a tuple."""
+    params = Params.full()
+    assert Params.from_json(json.loads(json.dumps(asdict(params)))) == params
