@@ -27,6 +27,7 @@ from bench.workload import Params
 
 RESUME_RUN = "resume-run"
 CHILD_TIMEOUT_S = 900.0
+CONCURRENT_TIMEOUT_S = 180.0
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -63,19 +64,34 @@ async def _latency(peer: Peer, params: Params, result: dict[str, Any]) -> None:
 
 
 async def _concurrency(peer: Peer, params: Params, result: dict[str, Any]) -> None:
+    """Repeats of ``concurrent_runs`` runs started together; a repeat whose runs do not all
+    return within CONCURRENT_TIMEOUT_S is dropped and reported (it is a hang, not a figure)."""
     runs = []
+    hangs: list[str] = []
     for i in range(params.concurrent_repeats):
         ids = [f"conc-{i}-{n}" for n in range(params.concurrent_runs)]
         start = time.perf_counter()
-        await asyncio.gather(*(peer.run(r, params.concurrent_steps) for r in ids))
+        tasks = [asyncio.ensure_future(peer.run(r, params.concurrent_steps)) for r in ids]
+        done, pending = await asyncio.wait(tasks, timeout=CONCURRENT_TIMEOUT_S)
+        elapsed = time.perf_counter() - start
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=10.0)
+            hangs.append(
+                f"repeat {i}: {len(pending)} of {len(ids)} runs had not returned after "
+                f"{CONCURRENT_TIMEOUT_S:.0f} s"
+            )
+            continue
+        for task in done:
+            task.result()  # a failed run fails the figure, with its error
         runs.append(
-            {
-                "runs": params.concurrent_runs,
-                "steps": params.concurrent_steps,
-                "elapsed": time.perf_counter() - start,
-            }
+            {"runs": params.concurrent_runs, "steps": params.concurrent_steps, "elapsed": elapsed}
         )
-    result["concurrent_runs"] = runs
+    if hangs:
+        result["errors"]["concurrency_hangs"] = "; ".join(hangs)
+    if runs:
+        result["concurrent_runs"] = runs
 
 
 def _crash_and_resume(
