@@ -16,7 +16,6 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import decode_run, encode_effect, encode_run, encode_step, token_of
-from agentledger.views.model import RunView
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -292,14 +291,6 @@ class MemoryViewStore(ViewStore):
         return out
 
     # --- read side ----------------------------------------------------------------------
-
-    async def load(self, run_id: str) -> RunView | None:
-        """See :meth:`ViewReader.load`."""
-        namespace = await self.live_namespace()
-        if namespace is None:
-            return None
-        stored = (await self.load_runs(namespace, [run_id])).get(run_id)
-        return None if stored is None else stored.view
 
     async def progress(self, positions: list[Position]) -> bool:
         """See :meth:`ViewReader.progress`."""

@@ -27,7 +27,6 @@ from agentledger.views.layout import (
     token_args,
     token_of,
 )
-from agentledger.views.model import RunView
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
 from agentledger.views.scripts import LOAD_RUN, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
@@ -364,14 +363,6 @@ class RedisViewStore(ViewStore):
         return result
 
     # --- read side ----------------------------------------------------------------------
-
-    async def load(self, run_id: str) -> RunView | None:
-        """See :meth:`ViewReader.load`."""
-        namespace = await self.live_namespace()
-        if namespace is None:
-            return None
-        stored = (await self.load_runs(namespace, [run_id])).get(run_id)
-        return None if stored is None else stored.view
 
     async def progress(self, positions: list[Position]) -> bool:
         """See :meth:`ViewReader.progress`."""

@@ -129,6 +129,14 @@ class ViewStore(ViewReader):
     async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
         """The stored state of each run (runs never stored are absent)."""
 
+    async def load(self, run_id: str) -> RunView | None:
+        """See :meth:`ViewReader.load`: the run as stored in the live namespace."""
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return None
+        stored = (await self.load_runs(namespace, [run_id])).get(run_id)
+        return None if stored is None else stored.view
+
     @abstractmethod
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
         """Store each run atomically unless its token moved (a conflict, reported, not written).
