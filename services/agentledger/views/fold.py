@@ -236,7 +236,9 @@ def _checkpointed(view: RunView, e: Any, r: FoldResult) -> None:
 
 
 def _advance_cursor(view: RunView) -> None:
-    cursor = 0
+    # steps before the cursor are checkpointed for good: scan on from it, not from step 0,
+    # so folding a long run stays linear
+    cursor = view.cursor
     while (step := view.steps.get(cursor)) is not None and step.status == "checkpointed":
         cursor += 1
     view.cursor = cursor
