@@ -1,4 +1,4 @@
-"""CLI: ``agentledger reconciler``, ``alerts list|tail|ack``, ``effects list|compensate``."""
+"""CLI: ``reconciler``, ``alerts list|tail|ack``, ``effects list|compensate|resolve``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
 from agentledger.reconciler.app import drain_alerts, open_reconciler, serve
 from agentledger.reconciler.effects import EFFECT_STATES, effect_rows, find_effect_keys
+from agentledger.reconciler.resolve import verdict
 from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler.settle import open_settler
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 
@@ -206,6 +208,24 @@ async def _effects_compensate(args: argparse.Namespace) -> int:
     return 0 if all(r.outcome in {"succeeded", "already"} for r in results) else EXIT_NOT_FOUND
 
 
+async def _effects_resolve(args: argparse.Namespace) -> int:
+    v = verdict(
+        args.run_id,
+        args.effect,
+        landed=args.landed,
+        external_ref=args.ref,
+        note=args.note,
+        by=args.by,
+    )
+    async with open_settler(await _settings()) as settler:
+        settled = await settler.settle(args.run_id, args.effect, v)
+    if args.json:
+        _out(json.dumps(settled.to_dict(), sort_keys=True))
+    else:
+        _out(settled.summary())
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``reconciler``, ``alerts`` and ``effects``."""
     rec = subparsers.add_parser(
@@ -252,3 +272,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     comp.add_argument("effect", metavar="EFFECT", help="effect name or idempotency key")
     comp.add_argument("--json", action="store_true")
     comp.set_defaults(run=_effects_compensate)
+    res = esub.add_parser(
+        "resolve",
+        help="settle an intended/unknown effect by hand after checking the provider",
+        description="Writes the reconciler's EffectReconciled (LANDED / NOT_LANDED) for the "
+        "effect as operator:BY under the run's lease, closes its effect.unknown alert, and "
+        "requests a resume once nothing is open. Refused while a live worker holds the run.",
+    )
+    res.add_argument("run_id", metavar="RUN")
+    res.add_argument("effect", metavar="EFFECT_KEY", help="idempotency key (or effect name)")
+    found = res.add_mutually_exclusive_group(required=True)
+    found.add_argument("--landed", action="store_true", help="the provider performed it")
+    found.add_argument("--not-landed", action="store_true", help="it did not happen")
+    res.add_argument("--ref", help="with --landed: the provider's id of the effect")
+    res.add_argument("--note", default="", help="why (recorded in the event's detail)")
+    res.add_argument("--by", default="cli", help="who decides (recorded as operator:BY)")
+    res.add_argument("--json", action="store_true")
+    res.set_defaults(run=_effects_resolve)
