@@ -144,3 +144,29 @@ async def test_a_failed_commit_fails_every_publish_in_it(ledger_settings: Common
         assert log.stats.failed_commits == 1
         await log.publish([after])
         assert await log.read_run("r") == [first, after]
+
+
+async def test_concurrent_reads_of_many_runs_each_return_their_own_events(
+    ledger_settings: CommonSettings,
+) -> None:
+    """Forty runs read back at once (more readers than consumers) each get exactly their events,
+    and their end positions, asked at once, cover what was committed."""
+    async with KafkaEventLog(ledger_settings, transactional_id="many") as log:
+        runs = [f"run-{i}" for i in range(40)]
+        await asyncio.gather(*(log.publish([started(r, seq=1), started(r, seq=2)]) for r in runs))
+        reads = await asyncio.gather(*(log.read_run(r) for r in runs))
+        assert [[(e.run_id, e.seq) for e in read] for read in reads] == [
+            [(r, 1), (r, 2)] for r in runs
+        ]
+    async with KafkaEventLog(ledger_settings, transactional_id="reader") as reader:
+        positions = await asyncio.gather(*(reader.run_end_positions(r) for r in runs))
+        steps_topic = TopicNames(ledger_settings.topic_prefix).steps
+        total = sum(
+            {
+                (p.topic, p.partition): p.offset
+                for ps in positions
+                for p in ps
+                if p.topic == steps_topic
+            }.values()
+        )
+        assert total >= 2 * len(runs)  # every committed event lies below its partition's end
