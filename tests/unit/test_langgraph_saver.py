@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
@@ -15,9 +16,19 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
 
+from agentledger.bus.memory import MemoryEventLog
 from agentledger.errors import ConfigurationError, LeaseHeldError
 from agentledger.events import CheckpointSaved, RunPaused, RunResumed, RunStarted
-from tests.langgraph_support import MemoryPorts, chat_graph, chat_input, thread_config
+from agentledger.events.models import RunEvent
+from agentledger.integrations.langgraph import AgentLedgerSaver
+from agentledger.leasing import MemoryLeaseStore
+from tests.langgraph_support import (
+    MemoryPorts,
+    chat_graph,
+    chat_input,
+    saver_settings,
+    thread_config,
+)
 
 from .test_redaction import cores, secrets
 
@@ -199,3 +210,28 @@ async def test_generated_secrets_never_reach_the_log(secret: str) -> None:
     assert len(raw) >= 4
     for core in cores(secret):
         assert not any(core.encode() in value for value in raw)
+
+
+class SlowReadLog(MemoryEventLog):
+    """The in-memory log, with reads of a run as slow as a crowded broker's."""
+
+    def __init__(self, delay_s: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.delay_s = delay_s
+
+    async def read_run(self, run_id: str) -> list[RunEvent]:
+        """Wait, then read."""
+        await asyncio.sleep(self.delay_s)
+        return await super().read_run(run_id)
+
+
+async def test_a_thread_whose_view_loads_slower_than_the_lease_ttl_keeps_its_lease() -> None:
+    """Taking a thread renews its lease while the view loads, so a load longer than the ttl (many
+    threads opened at once) does not lose the lease before the thread's first write."""
+    leases = MemoryLeaseStore()
+    log = SlowReadLog(0.5, guard=leases)
+    saver = AgentLedgerSaver(saver_settings(lease_ttl_ms=150), log=log, leases=leases)
+    async with saver:
+        done = await chat_graph(saver).ainvoke(chat_input(3), thread_config("slow"))
+    assert done["n"] == 3
+    assert [type(e) for e in await log.read_run("lg.slow")][:2] == [RunStarted, CheckpointSaved]

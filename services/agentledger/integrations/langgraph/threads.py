@@ -128,16 +128,20 @@ class Threads:
     async def _open(self, thread_id: str) -> ThreadSession:
         services, settings = self._services, self._settings
         run_id = self.run_id(thread_id)
-        lease = await self._acquire(run_id, floor=0)
+        # The lease is kept alive from the moment it is taken: loading the view can take longer
+        # than its ttl when many threads are opened at once.
+        keeper = await self._keep(await self._acquire(run_id, floor=0))
         try:
             view = await self.load(run_id)
-            if lease.fence <= view.fence:  # Redis forgot the lease: go above every fence seen
-                lease = await self._acquire(run_id, floor=view.fence)
+            if keeper.lease.fence <= view.fence:  # Redis forgot the lease: go above every fence
+                higher = await self._acquire(run_id, floor=view.fence)
+                await keeper.stop()  # its release is a no-op now: the fence has moved on
+                keeper = await self._keep(higher)
+            keeper.ensure_held()
         except BaseException:
-            await services.leases.release(lease)
+            await keeper.stop()
             raise
-        keeper = LeaseKeeper(services.leases, lease, services.lease_ttl_ms)
-        await keeper.__aenter__()
+        lease = keeper.lease
         previous_fence, status = view.fence, view.status
         writer = RunWriter(
             services.log,
@@ -163,6 +167,11 @@ class Threads:
             )
         session.log.info("thread_taken", fence=lease.fence, was=status)
         return session
+
+    async def _keep(self, lease: Lease) -> LeaseKeeper:
+        keeper = LeaseKeeper(self._services.leases, lease, self._services.lease_ttl_ms)
+        await keeper.__aenter__()
+        return keeper
 
     async def _acquire(self, run_id: str, *, floor: int) -> Lease:
         """Take the lease, waiting up to ``lease_wait_ms`` for another holder to let it go."""
