@@ -9,14 +9,14 @@ from types import TracebackType
 from typing import Any, Self
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
+from agentledger.leasing.redis_store import redacted
+from agentledger.redisclient import CONNECTION_ERRORS, translated
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import (
     Token,
@@ -48,6 +48,8 @@ class RedisViewStore(ViewStore):
     """Views in Redis under ``<key_prefix>:<namespace>:{RUN}:…`` (see :mod:`.keys`).
 
     ``retention_ms`` (None = forever) is how long a finished run's keys outlive its end.
+    Every Redis call turns a lost, refused or timed-out connection (or a pool with no free
+    connection) into :class:`UnreachableError` naming ``url`` with its password redacted.
     """
 
     def __init__(
@@ -66,7 +68,7 @@ class RedisViewStore(ViewStore):
         self._codec = codec or EventCodec()
         self._retention_ms = retention_ms
         self._owns = owns_client
-        self._url = url
+        self._url = redacted(url)
         self._shas: dict[str, str] = {}
         self._closed = False
         self._clock = clock
@@ -97,7 +99,7 @@ class RedisViewStore(ViewStore):
     async def __aenter__(self) -> Self:
         try:
             await self._redis.ping()
-        except (RedisConnectionError, RedisTimeoutError, OSError) as e:
+        except CONNECTION_ERRORS as e:
             await self.close()
             raise UnreachableError("Redis", self._url, "is redis-server running?") from e
         return self
@@ -117,6 +119,11 @@ class RedisViewStore(ViewStore):
     def keys(self) -> Keys:
         """The key names this store uses."""
         return self._keys
+
+    @property
+    def endpoint(self) -> str:
+        """The Redis URL without its password, as errors name it."""
+        return self._url
 
     @property
     def client(self) -> aioredis.Redis:
@@ -148,6 +155,7 @@ class RedisViewStore(ViewStore):
 
     # --- namespaces ---------------------------------------------------------------------
 
+    @translated
     async def live_namespace(self, *, create: bool = False) -> str | None:
         """See :meth:`ViewStore.live_namespace`."""
         raw = await self._redis.get(self._keys.pointer)
@@ -157,17 +165,20 @@ class RedisViewStore(ViewStore):
             raw = await self._redis.get(self._keys.pointer)
         return None if raw is None else text(raw)
 
+    @translated
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
         name = f"v{secrets.token_hex(4)}"
         await self._redis.zadd(self._keys.registry, {name: self._clock()})
         return name
 
+    @translated
     async def swap(self, namespace: str) -> str | None:
         """See :meth:`ViewStore.swap`."""
         old = await self._redis.set(self._keys.pointer, namespace, get=True)
         return None if old is None else text(old)
 
+    @translated
     async def drop_namespace(self, namespace: str) -> int:
         """See :meth:`ViewStore.drop_namespace`."""
         if namespace == await self.live_namespace():
@@ -178,12 +189,14 @@ class RedisViewStore(ViewStore):
         await self._redis.zrem(self._keys.registry, namespace)
         return deleted
 
+    @translated
     async def namespaces(self) -> list[str]:
         """See :meth:`ViewStore.namespaces`."""
         return texts(await self._redis.zrange(self._keys.registry, 0, -1))
 
     # --- runs ---------------------------------------------------------------------------
 
+    @translated
     async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
         """See :meth:`ViewStore.load_runs` (one script call per run, all pipelined)."""
         space = self._keys.space(namespace)
@@ -207,6 +220,7 @@ class RedisViewStore(ViewStore):
             raise TypeError(msg)
         return event
 
+    @translated
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
         """See :meth:`ViewStore.write_runs`.
 
@@ -273,6 +287,7 @@ class RedisViewStore(ViewStore):
 
     # --- indexes and progress -----------------------------------------------------------
 
+    @translated
     async def update_indexes(
         self,
         namespace: str,
@@ -305,20 +320,24 @@ class RedisViewStore(ViewStore):
             args.append("1" if u.parked else "0")
         await self._run_pipeline([(UPDATE_INDEXES, keys, args)])
 
+    @translated
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
         """See :meth:`ViewStore.record_progress`."""
         await self.update_indexes(namespace, [], offsets)
 
+    @translated
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
         raw = await self._redis.hgetall(self._keys.space(namespace).progress)
         return {parse_progress_field(text(k)): int(v) for k, v in raw.items()}
 
+    @translated
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """See :meth:`ViewStore.overdue_parked`."""
         key = self._keys.space(namespace).parked_index
         return texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
 
+    @translated
     async def drop_finished_before(self, namespace: str, before: int) -> int:
         """See :meth:`ViewStore.drop_finished_before`."""
         space = self._keys.space(namespace)
@@ -327,6 +346,7 @@ class RedisViewStore(ViewStore):
             pipe.zremrangebyscore(space.status_index(status), "-inf", f"({before}")
         return sum(int(n) for n in await pipe.execute())
 
+    @translated
     async def prune(self, namespace: str) -> int:
         """See :meth:`ViewStore.prune`."""
         space = self._keys.space(namespace)
@@ -353,6 +373,7 @@ class RedisViewStore(ViewStore):
 
     # --- verify -------------------------------------------------------------------------
 
+    @translated
     async def snapshot(self, namespace: str) -> dict[str, SnapshotValue]:
         """See :meth:`ViewStore.snapshot`."""
         space = self._keys.space(namespace)
@@ -364,6 +385,7 @@ class RedisViewStore(ViewStore):
 
     # --- read side ----------------------------------------------------------------------
 
+    @translated
     async def progress(self, positions: list[Position]) -> bool:
         """See :meth:`ViewReader.progress`."""
         wanted = [p for p in positions if p.offset > 0]
@@ -376,6 +398,7 @@ class RedisViewStore(ViewStore):
         raw = await self._redis.hmget(self._keys.space(namespace).progress, fields)
         return all(v is not None and int(v) >= p.offset for p, v in zip(wanted, raw, strict=True))
 
+    @translated
     async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
         """See :meth:`ViewReader.runs_by_status` (least recently updated first)."""
         namespace = await self.live_namespace()
@@ -384,6 +407,7 @@ class RedisViewStore(ViewStore):
         key = self._keys.space(namespace).status_index(status)
         return texts(await self._redis.zrange(key, 0, limit - 1))
 
+    @translated
     async def open_intents(
         self, older_than: int | None = None, limit: int = 1000
     ) -> list[OpenIntent]:

@@ -1,0 +1,75 @@
+"""The one place that decides how a process pools Redis connections and names their failures."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+
+import redis.exceptions
+from redis.asyncio import BlockingConnectionPool, Redis
+
+from agentledger.errors import UnreachableError
+from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S
+
+DEFAULT_MAX_CONNECTIONS = 64
+DEFAULT_POOL_WAIT_S = 30.0
+
+# What a lost, refused or timed-out connection raises; a pool whose wait ran out raises
+# ConnectionError("No connection available."), redis-py's default pool MaxConnectionsError
+# (a ConnectionError too).
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    OSError,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def pooled_client(
+    url: str,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    wait_s: float = DEFAULT_POOL_WAIT_S,
+) -> Redis:
+    """A client whose pool makes callers wait up to ``wait_s`` for one of ``max_connections``.
+
+    redis-py's default pool raises MaxConnectionsError past its limit instead; closing the
+    client (``aclose``) disconnects this pool too.
+    """
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=wait_s,
+        socket_connect_timeout=SOCKET_TIMEOUT_S,
+        socket_timeout=SOCKET_TIMEOUT_S,
+    )
+    return Redis.from_pool(pool)
+
+
+class HasEndpoint(Protocol):
+    """Something talking to one Redis, which it names (password redacted) in errors."""
+
+    @property
+    def endpoint(self) -> str:
+        """The Redis URL without its password."""
+
+
+S = TypeVar("S", bound=HasEndpoint)
+
+
+def translated(
+    method: Callable[Concatenate[S, P], Awaitable[R]],
+) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
+    """Wrap an async method so connection-level Redis failures become UnreachableError."""
+
+    @functools.wraps(method)
+    async def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await method(self, *args, **kwargs)
+        except CONNECTION_ERRORS as e:
+            raise UnreachableError("Redis", self.endpoint, f"{type(e).__name__}: {e}") from e
+
+    return guarded
