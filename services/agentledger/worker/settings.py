@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from agentledger.providers.settings import ProviderSettings
+from agentledger.redisclient import DEFAULT_MAX_CONNECTIONS, DEFAULT_POOL_WAIT_S
 from agentledger.worker.killswitch import ANY, KILL_POINTS
 
 
@@ -42,6 +43,23 @@ class WorkerSettings(ProviderSettings):
         ge=0,
         le=600,
         description="how long a resume waits for the projector before folding Kafka itself",
+    )
+    redis_max_connections: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS,
+        ge=1,
+        description=(
+            "size of the process's one Redis connection pool (leases and views share it); "
+            "a call finding every connection busy waits for one instead of failing"
+        ),
+    )
+    redis_pool_wait_s: float = Field(
+        default=DEFAULT_POOL_WAIT_S,
+        gt=0,
+        le=3600,
+        description=(
+            "how long a Redis call waits for a free pooled connection before it fails with "
+            "UnreachableError (raise redis_max_connections if this happens under load)"
+        ),
     )
     blob_dir: Path | None = Field(
         default=None, description="store large payloads as files here (unset = always inline)"

@@ -6,7 +6,8 @@ from types import TracebackType
 
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
-from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.leasing.redis_store import RedisLeaseStore, redacted
+from agentledger.redisclient import pooled_client
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
 from agentledger.worker.settings import WorkerSettings
@@ -18,6 +19,10 @@ class WorkerPorts:
     With ``settings.use_views`` (default) resumes read the projector's Redis views when they
     have caught up (the resume barrier), else fold the run from Kafka.
 
+    Leases and the views it opens share one Redis client whose pool waits for a free connection
+    (``redis_max_connections``, ``redis_pool_wait_s``): many concurrent runs queue for a
+    connection instead of failing. A ``views`` reader passed in stays open when this closes.
+
     ``settings`` must carry resolved endpoints (``agentledger.stack.resolve.resolve_settings``).
     """
 
@@ -26,13 +31,17 @@ class WorkerPorts:
             msg = "worker settings need kafka_bootstrap and redis_url (resolve them in the CLI)"
             raise ConfigurationError(msg)
         self.settings = settings
-        self.leases = RedisLeaseStore.from_settings(settings)
+        prefix, endpoint = settings.key_prefix, redacted(settings.redis_url)
+        self._redis = pooled_client(
+            settings.redis_url,
+            max_connections=settings.redis_max_connections,
+            wait_s=settings.redis_pool_wait_s,
+        )
+        self.leases = RedisLeaseStore(self._redis, key_prefix=prefix, endpoint=endpoint)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self._own_views: RedisViewStore | None = None
         if views is None and settings.use_views:
-            self._own_views = RedisViewStore.from_url(
-                settings.redis_url, key_prefix=settings.key_prefix
-            )
+            self._own_views = RedisViewStore(self._redis, key_prefix=prefix, url=endpoint)
         self.views: ViewReader | None = views or self._own_views
         self._started = False
         self._stopped = False
@@ -63,6 +72,5 @@ class WorkerPorts:
         try:
             await self.log.stop()
         finally:
-            await self.leases.stop()
-            if self._own_views is not None:
-                await self._own_views.close()
+            # The stores borrow the client; closing it disconnects its pool.
+            await self._redis.aclose()

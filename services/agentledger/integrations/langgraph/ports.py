@@ -4,27 +4,23 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from redis.asyncio import BlockingConnectionPool, Redis
-
 from agentledger.bus.admin import ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.events.topics import topic_specs
 from agentledger.integrations.langgraph.runindex import RedisRunIndex
 from agentledger.integrations.langgraph.settings import SaverSettings
-from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S, RedisLeaseStore, redacted
+from agentledger.leasing.redis_store import RedisLeaseStore, redacted
+from agentledger.redisclient import pooled_client
 from agentledger.views.redis_store import RedisViewStore
-
-REDIS_CONNECTIONS = 64
-REDIS_POOL_WAIT_S = 30.0
 
 
 class SaverPorts:
     """Opens and closes what a saver talks to; ``settings`` must carry resolved endpoints.
 
     Leases, views and the run index share one Redis client whose pool waits for a free
-    connection (redis-py's default pool raises past its limit, and every held thread renews
-    its lease on its own schedule).
+    connection (``redis_max_connections``, ``redis_pool_wait_s``; redis-py's default pool
+    raises past its limit, and every held thread renews its lease on its own schedule).
     """
 
     def __init__(self, settings: SaverSettings) -> None:
@@ -34,14 +30,11 @@ class SaverPorts:
         self.settings = settings
         url, prefix = settings.redis_url, settings.key_prefix
         endpoint = redacted(url)
-        self._pool = BlockingConnectionPool.from_url(
+        self._redis = pooled_client(
             url,
-            max_connections=REDIS_CONNECTIONS,
-            timeout=REDIS_POOL_WAIT_S,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
-            socket_timeout=SOCKET_TIMEOUT_S,
+            max_connections=settings.redis_max_connections,
+            wait_s=settings.redis_pool_wait_s,
         )
-        self._redis = Redis(connection_pool=self._pool)
         self.leases = RedisLeaseStore(self._redis, key_prefix=prefix, endpoint=endpoint)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self.views = (
@@ -80,5 +73,4 @@ class SaverPorts:
         try:
             await self.log.stop()
         finally:
-            await self._redis.aclose()
-            await self._pool.disconnect()
+            await self._redis.aclose()  # disconnects its pool too
