@@ -26,7 +26,8 @@ EFFECT_UNKNOWN = AlertCode(
     "critical",
     "the provider cannot tell whether an effect happened",
     "Check the provider for the idempotency key. The run stays paused; it resumes by itself "
-    "once the provider answers a lookup again (the reconciler keeps asking).",
+    "once the provider answers a lookup again (the reconciler keeps asking), or settle it by "
+    "hand: agentledger effects resolve RUN KEY --landed --ref REF | --not-landed.",
 )
 EFFECT_IDENTITY_MISMATCH = AlertCode(
     "effect.identity_mismatch",
