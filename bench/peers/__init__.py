@@ -25,9 +25,8 @@ PEERS: dict[str, str] = {
 OURS = "agentledger"
 # Left out of --quick to stay under 5 minutes on 2 cores (run them by name with --peers).
 FULL_ONLY: frozenset[str] = frozenset({"langgraph-sqlite-delta", "langgraph-postgres-delta"})
-# Run only when named with --peers: the SDK-less write path of agentledger (a diagnostic), and
-# AgentLedgerSaver, whose 200-concurrent-thread repeats hang or fail with StaleFenceError (#8).
-OPT_IN: frozenset[str] = frozenset({"agentledger-raw", "langgraph-agentledger"})
+# Run only when named with --peers: the SDK-less write path of agentledger (a diagnostic).
+OPT_IN: frozenset[str] = frozenset({"agentledger-raw"})
 
 
 def load(name: str) -> type[Peer]:
