@@ -63,9 +63,7 @@ class MemoryPorts:
         """Bytes of every record value in the log (what Kafka would store, minus overhead)."""
         topics = self.log.topics
         return sum(
-            len(r.value or b"")
-            for topic in topics.run_topics
-            for r in self.log.records(topic)
+            len(r.value or b"") for topic in topics.run_topics for r in self.log.records(topic)
         )
 
     @asynccontextmanager

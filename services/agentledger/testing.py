@@ -56,9 +56,11 @@ class RecordingEventLog(EventLog):
         await self.inner.publish(events)
         self.batches.append(list(events))
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """The wrapped log's events of the run."""
-        return await self.inner.read_run(run_id)
+        return await self.inner.read_run(run_id, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The wrapped log's end positions."""

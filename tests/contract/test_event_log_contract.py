@@ -92,6 +92,21 @@ async def test_unknown_run_reads_empty(env: LogEnv) -> None:
     assert await log.read_run(run_id()) == []
 
 
+async def test_read_run_since_offsets_returns_only_the_later_events(env: LogEnv) -> None:
+    """Reading from the end positions taken after the first step gives the second step only, and
+    a partition ``since`` does not name is read from its beginning."""
+    log = await env.make()
+    run = run_id()
+    first, second = step_events(run), step_events(run, first_seq=5)
+    await log.publish(first)
+    ends = {(p.topic, p.partition): p.offset for p in await log.run_end_positions(run)}
+    await log.publish(second)
+    assert await log.read_run(run, since=ends) == second
+    steps_only = {k: v for k, v in ends.items() if k[0] == env.topics.steps}
+    tail = await log.read_run(run, since=steps_only)
+    assert [e.seq for e in tail] == [2, 3, 5, 6, 7, 8]
+
+
 async def test_end_positions_name_the_runs_partition_in_every_run_topic(env: LogEnv) -> None:
     """End positions cover each run topic at the run id's murmur2 partition, past its events."""
     log = await env.make()

@@ -3,7 +3,7 @@ projector's views, and a cold restore from Kafka alone."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -35,10 +35,12 @@ class CountingLog(EventLog):
         """Publish through Kafka."""
         await self.inner.publish(events)
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """Read the run from Kafka, counted."""
         self.run_reads += 1
-        return await self.inner.read_run(run_id)
+        return await self.inner.read_run(run_id, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """Kafka's end offsets of the run's partitions."""

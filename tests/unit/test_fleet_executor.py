@@ -4,7 +4,7 @@ its offset may be committed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentledger.bus.port import EventLog, Position
@@ -156,9 +156,11 @@ class RefusingLog(EventLog):
             raise PublishError("the transaction was aborted")
         await self.inner.publish(events)
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """The inner log's events of the run."""
-        return await self.inner.read_run(run_id)
+        return await self.inner.read_run(run_id, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The inner log's end positions."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -219,10 +219,12 @@ class SlowReadLog(MemoryEventLog):
         super().__init__(**kwargs)
         self.delay_s = delay_s
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """Wait, then read."""
         await asyncio.sleep(self.delay_s)
-        return await super().read_run(run_id)
+        return await super().read_run(run_id, since=since)
 
 
 async def test_a_thread_whose_view_loads_slower_than_the_lease_ttl_keeps_its_lease() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agentledger.alerts.book import AlertBook
@@ -32,7 +33,7 @@ from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.service import Reconciler
 from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
 from agentledger.views import RunView, fold
-from agentledger.views.store import OpenIntent, ViewReader
+from agentledger.views.store import OpenIntent, TopicPartition, ViewAt, ViewReader
 
 T0 = 1_700_000_000_000
 REQUEST = EffectRequest(kind="payments", identity={"amount": 500, "currency": "EUR"})
@@ -56,6 +57,11 @@ class FoldingViews(ViewReader):
     async def progress(self, positions: list[Position]) -> bool:
         """Always caught up."""
         return True
+
+    async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
+        """The fold, complete up to the end of every partition."""
+        ends = {(p.topic, p.partition): p.offset for p in await self._log.run_end_positions(run_id)}
+        return ViewAt(await self.load(run_id), {tp: ends[tp] for tp in partitions}, parked=False)
 
     async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
         """Runs whose folded status is ``status``."""

@@ -29,6 +29,7 @@ CALLS: dict[str, Call] = {
     "drop_namespace": lambda s: s.drop_namespace("v1"),
     "namespaces": lambda s: s.namespaces(),
     "load": lambda s: s.load("r1"),
+    "load_at": lambda s: s.load_at("r1", [("t", 0)]),
     "load_runs": lambda s: s.load_runs("v1", ["r1"]),
     "write_runs": lambda s: s.write_runs(
         "v1", [RunWrite(run_id="r1", expected=None, view=RunView(run_id="r1"))]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -179,9 +179,13 @@ class KafkaEventLog(EventLog):
         self._wakeup.set()
         await done
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
-        """Every committed event of the run, sorted by seq (see :class:`RunReader`)."""
-        return await self._reader.read_run(run_id, await self._run_partitions(), self._written)
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
+        """Every committed event of the run (from ``since``), sorted by seq (see
+        :class:`RunReader`)."""
+        partitions = await self._run_partitions()
+        return await self._reader.read_run(run_id, partitions, self._written, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The last stable offsets of the run's partition in every run topic, never before what

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -109,14 +109,19 @@ class MemoryEventLog(EventLog):
         if error is not None:
             raise error
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
-        """The run's committed events, sorted by seq (stable: duplicates keep log order)."""
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
+        """The run's committed events (from ``since``), sorted by seq (stable: duplicates keep
+        log order)."""
         key = run_key(run_id)
         found: list[RunEvent] = []
         bad: list[DecodeError] = []
         for topic in self.topics.run_topics:
             partitions = self._logs[topic]
-            for record in partitions[partition_for(key, len(partitions))]:
+            p = partition_for(key, len(partitions))
+            first = (since or {}).get((topic, p), 0)
+            for record in partitions[p][first:]:
                 if record.key != key:
                     continue
                 try:

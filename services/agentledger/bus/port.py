@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentledger.events.models import Event, RunEvent
@@ -50,9 +50,15 @@ class EventLog(EventPublisher):
         """Write ``events`` atomically; return when they are durable and visible."""
 
     @abstractmethod
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """Every committed event of ``run_id`` on the run topics, sorted by seq (stable:
-        duplicates keep log order); undecodable records raise RunLogCorruptError."""
+        duplicates keep log order); undecodable records raise RunLogCorruptError.
+
+        ``since`` maps (topic, partition) to the first offset to read there (the tail a view
+        has not applied yet); partitions it does not name are read from their beginning.
+        """
 
     @abstractmethod
     async def run_end_positions(self, run_id: str) -> list[Position]:

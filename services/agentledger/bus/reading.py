@@ -83,12 +83,18 @@ class RunReader:
                     await stop_client(consumer)
 
     async def read_run(
-        self, run_id: str, partitions: int, at_least: Mapping[tuple[str, int], int] | None = None
+        self,
+        run_id: str,
+        partitions: int,
+        at_least: Mapping[tuple[str, int], int] | None = None,
+        *,
+        since: Mapping[tuple[str, int], int] | None = None,
     ) -> list[RunEvent]:
         """The run's committed events, sorted by seq; RunLogCorruptError if any is undecodable.
 
         ``at_least`` holds end offsets the caller knows are committed (its own writes): the read
         goes on until it has passed them even if the last stable offset still lags behind.
+        ``since`` holds the first offset to read per partition (default: its beginning).
         """
         floor = at_least or {}
         key = run_key(run_id)
@@ -103,6 +109,7 @@ class RunReader:
                 for tp in tps:
                     ends[tp] = max(ends[tp], floor.get((tp.topic, tp.partition), 0))
                 for tp in tps:
+                    starts[tp] = max(starts[tp], (since or {}).get((tp.topic, tp.partition), 0))
                     consumer.seek(tp, starts[tp])
                 remaining = {tp for tp in tps if ends[tp] > starts[tp]}
                 deadline = time.monotonic() + self._read_timeout_ms / 1000

@@ -8,7 +8,7 @@ this wrapper and waits on :meth:`DurableTap.durable`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from agentledger.bus.port import EventLog, Position
 from agentledger.events.models import Event, RunEvent
@@ -37,9 +37,11 @@ class DurableTap(EventLog):
             if flag is not None:
                 flag.set()
 
-    async def read_run(self, run_id: str) -> list[RunEvent]:
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
         """The wrapped log's events of the run."""
-        return await self.inner.read_run(run_id)
+        return await self.inner.read_run(run_id, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The wrapped log's end positions of the run."""

@@ -80,6 +80,17 @@ class IndexUpdate:
     parked: bool = False
 
 
+@dataclass(frozen=True)
+class ViewAt:
+    """A run's stored view and the projector's progress on the run's partitions, read so that
+    the view holds every event of the run before those offsets (progress is raised only after
+    the views it covers are written). ``parked``: events wait in the view behind a gap."""
+
+    view: RunView | None
+    progress: dict[TopicPartition, int]
+    parked: bool
+
+
 class ViewReader(ABC):
     """Read resume views and the projector's progress."""
 
@@ -90,6 +101,10 @@ class ViewReader(ABC):
     @abstractmethod
     async def progress(self, positions: list[Position]) -> bool:
         """True when the projector has applied everything before each of ``positions``."""
+
+    @abstractmethod
+    async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
+        """The run's view with the progress it is complete up to (None: no live namespace)."""
 
     @abstractmethod
     async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
@@ -136,6 +151,22 @@ class ViewStore(ViewReader):
             return None
         stored = (await self.load_runs(namespace, [run_id])).get(run_id)
         return None if stored is None else stored.view
+
+    async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
+        """See :meth:`ViewReader.load_at`: progress first, then the view, in one namespace that
+        is still live afterwards (a namespace is dropped only once it is no longer live)."""
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return None
+        progress = await self.read_progress(namespace)
+        stored = (await self.load_runs(namespace, [run_id])).get(run_id)
+        if await self.live_namespace() != namespace:
+            return None  # a rebuild was swapped in meanwhile: read the log instead
+        return ViewAt(
+            view=None if stored is None else stored.view,
+            progress={tp: progress.get(tp, 0) for tp in partitions},
+            parked=stored is not None and bool(stored.parked),
+        )
 
     @abstractmethod
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:

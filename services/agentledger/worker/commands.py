@@ -65,7 +65,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     child.add_argument(
         "--use-views", action="store_true", help="resume from the projector's views if caught up"
     )
-    child.add_argument("--barrier-s", type=float, default=2.0, help="resume barrier wait")
+    child.add_argument(
+        "--barrier-s", type=float, default=0.0, help="wait for the projector on resume (s)"
+    )
     child.add_argument("targets", nargs="+", metavar="RUN_ID[@SEED]")
     child.set_defaults(run=_demo_worker)
 

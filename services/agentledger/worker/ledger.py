@@ -39,7 +39,7 @@ class Ledger:
         kill_switch: KillSwitch | None = None,
         worker_id: str | None = None,
         lease_ttl_ms: int = 15_000,
-        barrier_s: float = 2.0,
+        barrier_s: float = 0.0,
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.services = Services(

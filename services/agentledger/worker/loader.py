@@ -1,10 +1,10 @@
-"""Loading a run's resume view: the projector's view once it has caught up, else the log's fold.
+"""Loading a run's resume view: the projector's view, completed from Kafka where it is behind.
 
-The resume barrier: the view in Redis is used only when the projector has applied everything up
-to the end offsets of the run's partitions (read after the previous writer's last commit), so a
-resumed writer never continues from a view that misses a committed event. If the projector is
-absent, behind, or wiped (FLUSHALL), the SDK folds the run's events from Kafka itself with the
-same pure fold.
+The resume barrier: a resumed writer never continues from a view that misses a committed event.
+The end offsets of the run's partitions are read after the previous writer's last commit; the
+projector's view is used alone when it has applied everything up to them, else together with
+the run's events from the projector's offsets onward, folded on top with the same pure fold. If
+the projector is absent or wiped (FLUSHALL), the SDK folds the whole run from Kafka itself.
 """
 
 from __future__ import annotations
@@ -14,17 +14,18 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from agentledger.bus.port import EventLog
+from agentledger.bus.port import EventLog, Position
 from agentledger.errors import RunError
 from agentledger.views import RunView, fold
 from agentledger.views.store import ViewReader
 
-Source = Literal["views", "log"]
+Source = Literal["views", "views+log", "log"]
 
 
 @dataclass(frozen=True)
 class Loaded:
-    """The view and where it came from."""
+    """The view and where it came from: the projector's view, that view plus the run's events
+    it had not applied yet (read from Kafka), or the whole run folded from Kafka."""
 
     view: RunView
     source: Source
@@ -35,21 +36,40 @@ async def load_view(
     run_id: str,
     *,
     reader: ViewReader | None = None,
-    barrier_s: float = 2.0,
+    barrier_s: float = 0.0,
     poll_s: float = 0.05,
 ) -> Loaded:
-    """The run's view, behind a bounded resume barrier; a new run gives an empty view."""
-    if reader is not None:
-        positions = await log.run_end_positions(run_id)
-        deadline = time.monotonic() + barrier_s
-        while True:
-            if await reader.progress(positions):
-                view = await reader.load(run_id)
-                return Loaded(view or RunView(run_id=run_id), "views")
-            if time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(poll_s)
-    return Loaded(await fold_log(log, run_id), "log")
+    """The run's view with every committed event in it; a new run gives an empty view.
+
+    If the projector has applied everything up to the run's end offsets (waiting up to
+    ``barrier_s`` for it), its view is the answer. Otherwise the view is completed with the
+    run's events from the offsets the projector had reached to the end of the log: a short read
+    when the projector is just behind, instead of folding the run's partitions from their
+    beginning. Without a projector (no views, or Redis wiped), the whole run is folded.
+    """
+    if reader is None:
+        return Loaded(await fold_log(log, run_id), "log")
+    positions = await log.run_end_positions(run_id)
+    deadline = time.monotonic() + barrier_s
+    while not await reader.progress(positions):
+        if time.monotonic() >= deadline:
+            return await _view_and_tail(log, reader, run_id, positions)
+        await asyncio.sleep(poll_s)
+    view = await reader.load(run_id)
+    return Loaded(view or RunView(run_id=run_id), "views")
+
+
+async def _view_and_tail(
+    log: EventLog, reader: ViewReader, run_id: str, positions: list[Position]
+) -> Loaded:
+    at = await reader.load_at(run_id, [(p.topic, p.partition) for p in positions])
+    if at is None or at.parked:
+        return Loaded(await fold_log(log, run_id), "log")
+    tail = await log.read_run(run_id, since=at.progress)
+    result = fold(at.view or RunView(run_id=run_id), tail, in_place=at.view is not None)
+    if result.parked:  # the tail does not continue the view: trust only the whole log
+        return Loaded(await fold_log(log, run_id), "log")
+    return Loaded(result.view, "views+log")
 
 
 async def fold_log(log: EventLog, run_id: str) -> RunView:

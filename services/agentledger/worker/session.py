@@ -42,7 +42,7 @@ class Services:
     worker_id: str
     lease_ttl_ms: int
     views: ViewReader | None = None
-    barrier_s: float = 2.0
+    barrier_s: float = 0.0
 
     def provider(self, name: str | None, *, run_id: str) -> tuple[str, Provider]:
         """The provider called ``name`` (or the only one configured)."""

@@ -39,10 +39,12 @@ class WorkerSettings(ProviderSettings):
         default=15_000, ge=100, description="a dead worker's runs can be taken over after this"
     )
     resume_barrier_s: float = Field(
-        default=2.0,
+        default=0.0,
         ge=0,
         le=600,
-        description="how long a resume waits for the projector before folding Kafka itself",
+        description="how long opening a run may wait for the projector to catch up before it "
+        "reads the run's events the projector has not applied yet from Kafka (0: never wait; "
+        "that read is short when the projector is just behind)",
     )
     redis_max_connections: int = Field(
         default=DEFAULT_MAX_CONNECTIONS,

@@ -236,8 +236,10 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
         thread_id: str = conf["thread_id"]
         ns: str = conf.get("checkpoint_ns", "")
         session = self.threads.session(thread_id)
-        view = session.view if session is not None else await self.threads.load(
-            self.threads.run_id(thread_id)
+        view = (
+            session.view
+            if session is not None
+            else await self.threads.load(self.threads.run_id(thread_id))
         )
         reader = ThreadReader(thread_id, view, self.codec)
         graph = reader.get(ns, get_checkpoint_id(config))

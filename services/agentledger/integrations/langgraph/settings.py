@@ -21,10 +21,11 @@ class SaverSettings(WorkerSettings):
         "from SDK runs)",
     )
     resume_barrier_s: float = Field(
-        default=0.5,
+        default=0.0,
         ge=0,
         le=600,
-        description="how long opening a thread waits for the projector before folding Kafka",
+        description="how long opening a thread may wait for the projector to catch up before "
+        "it reads the thread's events the projector has not applied yet from Kafka",
     )
     idle_release_ms: int = Field(
         default=5_000,

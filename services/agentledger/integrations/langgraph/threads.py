@@ -69,7 +69,8 @@ class Threads:
         return await self.load(self.run_id(thread_id))
 
     async def load(self, run_id: str) -> RunView:
-        """The run's view from the projector when it has caught up, else folded from Kafka."""
+        """The run's view: the projector's, completed from Kafka where it is behind (see
+        :func:`load_view`); without a projector, the run folded from Kafka."""
         log, views = self._services.log, self._services.views
         if isinstance(views, ViewStore) and await views.live_namespace() is None:
             views = None  # no projector has ever run here: do not wait for one

@@ -1,0 +1,111 @@
+"""Loading a run's view: the projector's view, completed from the log where it is behind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentledger.bus.memory import MemoryEventLog
+from agentledger.events import RunEvent
+from agentledger.views import RunView, fold
+from agentledger.views.memory_store import MemoryViewStore
+from agentledger.views.store import RunWrite
+from agentledger.worker.loader import fold_log, load_view
+
+from .test_fold_into_store import run_events
+
+RUN = "r-load"
+
+
+class SinceLog(MemoryEventLog):
+    """The in-memory log, remembering from where each read of a run started."""
+
+    def __init__(self) -> None:
+        super().__init__(run_partitions=2)
+        self.reads: list[dict[tuple[str, int], int]] = []
+
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
+        """Read, noting ``since`` (empty: from the beginning)."""
+        self.reads.append(dict(since or {}))
+        return await super().read_run(run_id, since=since)
+
+
+async def project_until_now(
+    log: MemoryEventLog, store: MemoryViewStore, events: list[RunEvent]
+) -> None:
+    """What a projector leaves after applying ``events`` (all the log holds): view + progress."""
+    namespace = await store.live_namespace(create=True)
+    assert namespace is not None
+    done = fold(RunView(run_id=RUN), events)
+    write = RunWrite(RUN, None, done.view, steps=done.touched_steps, effects=done.touched_effects)
+    await store.write_runs(namespace, [write])
+    ends = await log.run_end_positions(RUN)
+    await store.record_progress(namespace, {(p.topic, p.partition): p.offset for p in ends})
+
+
+async def test_a_caught_up_projector_is_read_alone() -> None:
+    """When the projector has applied the whole run, its view is the answer and the log is not
+    read."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=2)
+    await log.publish(events)
+    await project_until_now(log, store, events)
+    loaded = await load_view(log, RUN, reader=store)
+    assert loaded.source == "views"
+    assert loaded.view.applied_seq == len(events)
+    assert log.reads == []
+
+
+async def test_a_view_behind_the_log_is_completed_from_the_projectors_offsets() -> None:
+    """A projector that has not applied the last commits gives its view plus only the events
+    after its offsets, folded on top: the same view as folding the whole run."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=3)
+    first, rest = events[:7], events[7:]
+    await log.publish(first)
+    await project_until_now(log, store, first)
+    progress_before = {(p.topic, p.partition): p.offset for p in await log.run_end_positions(RUN)}
+    await log.publish(rest)
+    loaded = await load_view(log, RUN, reader=store)
+    assert loaded.source == "views+log"
+    assert log.reads == [progress_before]
+    assert loaded.view == await fold_log(log, RUN)
+    assert loaded.view.applied_seq == len(events)
+
+
+async def test_a_new_run_with_a_busy_projector_is_empty_without_waiting() -> None:
+    """A run nobody wrote yet, on partitions the projector is behind on, opens as new at once."""
+    log, store = SinceLog(), MemoryViewStore()
+    other = run_events(RUN, steps=1)
+    await log.publish(other)
+    await store.live_namespace(create=True)  # a projector that has applied nothing yet
+    loaded = await load_view(log, "r-new", reader=store)
+    assert loaded.view.status == "new"
+    assert loaded.source == "views+log"
+
+
+async def test_without_a_projector_the_whole_run_is_folded() -> None:
+    """No live namespace (no projector ever ran, or Redis was wiped): the run is read whole."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=2)
+    await log.publish(events)
+    loaded = await load_view(log, RUN, reader=store)
+    assert loaded.source == "log"
+    assert log.reads == [{}]
+    assert loaded.view.applied_seq == len(events)
+
+
+async def test_a_view_with_parked_events_is_not_trusted() -> None:
+    """A stored view waiting behind a gap is not completed: the whole run is folded instead."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=2)
+    await log.publish(events)
+    namespace = await store.live_namespace(create=True)
+    assert namespace is not None
+    view = fold(RunView(run_id=RUN), events[:2]).view
+    write = RunWrite(RUN, None, view, parked=[events[5]], parked_changed=True)
+    await store.write_runs(namespace, [write])
+    loaded = await load_view(log, RUN, reader=store)
+    assert loaded.source == "log"
+    assert loaded.view.applied_seq == len(events)
