@@ -61,7 +61,7 @@ class FoldingViews(ViewReader):
     async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
         """The fold, complete up to the end of every partition."""
         ends = {(p.topic, p.partition): p.offset for p in await self._log.run_end_positions(run_id)}
-        return ViewAt(await self.load(run_id), {tp: ends[tp] for tp in partitions}, parked=False)
+        return ViewAt(await self.load(run_id), {tp: ends[tp] for tp in partitions}, parked=[])
 
     async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
         """Runs whose folded status is ``status``."""

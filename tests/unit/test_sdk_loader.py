@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
+
 from agentledger.bus.memory import MemoryEventLog
+from agentledger.errors import RunError
 from agentledger.events import RunEvent
 from agentledger.views import RunView, fold
 from agentledger.views.memory_store import MemoryViewStore
@@ -96,16 +99,43 @@ async def test_without_a_projector_the_whole_run_is_folded() -> None:
     assert loaded.view.applied_seq == len(events)
 
 
-async def test_a_view_with_parked_events_is_not_trusted() -> None:
-    """A stored view waiting behind a gap is not completed: the whole run is folded instead."""
+async def test_a_view_with_parked_events_is_completed_with_them_and_the_tail() -> None:
+    """An event the projector parked (its topic applied, an earlier event of another topic not
+    yet) lies before the tail of its partition, so it is taken from the view's parked events."""
     log, store = SinceLog(), MemoryViewStore()
     events = run_events(RUN, steps=2)
     await log.publish(events)
+    effects = log.topics.effects
+    parked = next(e for e in events if e.seq > 2 and log.topics.for_event(e) == effects)
     namespace = await store.live_namespace(create=True)
     assert namespace is not None
-    view = fold(RunView(run_id=RUN), events[:2]).view
-    write = RunWrite(RUN, None, view, parked=[events[5]], parked_changed=True)
+    done = fold(RunView(run_id=RUN), events[:2])
+    write = RunWrite(
+        RUN, None, done.view, steps=done.touched_steps, parked=[parked], parked_changed=True
+    )
     await store.write_runs(namespace, [write])
+    ends = await log.run_end_positions(RUN)
+    # Only the part of the effects partition up to the parked event is applied.
+    applied = {(p.topic, p.partition): 0 for p in ends}
+    (tp,) = [k for k in applied if k[0] == effects]
+    applied[tp] = next(
+        r.offset + 1
+        for r in log.records(effects, tp[1])
+        if log.codec.decode(r.value or b"") == parked
+    )
+    await store.record_progress(namespace, applied)
     loaded = await load_view(log, RUN, reader=store)
-    assert loaded.source == "log"
-    assert loaded.view.applied_seq == len(events)
+    assert loaded.source == "views+log"
+    assert log.reads == [applied]
+    assert loaded.view == await fold_log(log, RUN)
+
+
+async def test_a_gap_in_the_log_itself_fails_as_the_whole_fold_does() -> None:
+    """When the log lacks an event (records lost), the completed view still has a gap: the load
+    fails naming it, as folding the whole run does, instead of resuming past it."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=2)
+    await log.publish([e for e in events if e.seq != 3])
+    await store.live_namespace(create=True)
+    with pytest.raises(RunError, match="gap after seq 2"):
+        await load_view(log, RUN, reader=store)

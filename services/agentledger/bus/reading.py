@@ -23,19 +23,19 @@ FETCH_WAIT_MS = 100
 # How long the broker may hold a fetch that has nothing to return. aiokafka's default (500 ms)
 # made every read wait for the fetch sent at the position it had before the seek.
 BROKER_FETCH_WAIT_MS = 10
-# Reads of different runs run side by side on this many consumers (a resume storm of many
-# threads or runs in one process no longer queues behind one consumer).
-DEFAULT_READERS = 4
+#: One read's need: the run's key, a partition, and the offsets [start, end) to scan there.
+Want = tuple[bytes, TopicPartition, int, int]
 
 
 class RunReader:
-    """Up to ``readers`` read_committed consumers, each assigned per call to a run's partition of
-    each run topic.
+    """Reads runs back from their partitions of the run topics with read_committed consumers.
 
-    A read scans those partitions from their beginning up to the end offsets (the last stable
-    offset) taken at the start of the call, keeping the records keyed by the run id. The cost is
-    the size of the partitions, which is why resume prefers the projector's view and reads the
-    log only when the view is behind.
+    A read scans the run's partitions from their beginning (or from ``since``) up to the end
+    offsets (the last stable offset) taken at the start of the call, keeping the records keyed
+    by the run id. Reads waiting together share one scan (:meth:`_scan`), and beginning and end
+    offsets are asked once per round for every caller waiting (:class:`Rounds`), on a consumer
+    of their own. The cost is the size of what is scanned, which is why resume reads only the
+    tail the projector's view has not applied.
     """
 
     def __init__(
@@ -46,41 +46,46 @@ class RunReader:
         *,
         connect_timeout_ms: int,
         read_timeout_ms: int,
-        readers: int = DEFAULT_READERS,
     ) -> None:
         self._bootstrap = bootstrap
         self._run_topics = run_topics
         self._codec = codec
         self._connect_timeout_ms = connect_timeout_ms
         self._read_timeout_ms = read_timeout_ms
-        self._idle: list[AIOKafkaConsumer] = []
-        self._slots = asyncio.Semaphore(readers)
+        self._scanner: AIOKafkaConsumer | None = None
         self._stopped = False
         self._end_offsets = Rounds(self._ask_end_offsets, name="run-reader-end-offsets")
+        self._begin_offsets = Rounds(self._ask_begin_offsets, name="run-reader-begin-offsets")
+        self._scans = Rounds(self._scan, name="run-reader-scans")
+        self._offsets_client: AIOKafkaConsumer | None = None
+        self._offsets_lock = asyncio.Lock()
 
     async def stop(self) -> None:
-        """Close the idle consumers; one in use is closed when its read ends (idempotent)."""
+        """Cancel reads in progress and close the consumers (idempotent)."""
         self._stopped = True
         await self._end_offsets.stop()
-        idle, self._idle = self._idle, []
-        for consumer in idle:
-            await stop_client(consumer)
+        await self._begin_offsets.stop()
+        await self._scans.stop()
+        for client in (self._offsets_client, self._scanner):
+            if client is not None:
+                await stop_client(client)
+        self._offsets_client = self._scanner = None
 
     @contextlib.asynccontextmanager
     async def _consumer(self) -> AsyncIterator[AIOKafkaConsumer]:
-        """An idle consumer (or a new one) for one read; dropped if the read fails on Kafka."""
-        async with self._slots:
-            consumer = self._idle.pop() if self._idle else await self._connect()
-            healthy = False
-            try:
-                yield consumer
-                healthy = True
-            finally:
-                if healthy and not self._stopped:
-                    consumer.unsubscribe()
-                    self._idle.append(consumer)
-                else:
-                    await stop_client(consumer)
+        """The scanning consumer (one scan at a time: :class:`Rounds`); dropped if a scan fails."""
+        consumer = self._scanner if self._scanner is not None else await self._connect()
+        self._scanner = None
+        healthy = False
+        try:
+            yield consumer
+            healthy = True
+        finally:
+            if healthy and not self._stopped:
+                consumer.unsubscribe()
+                self._scanner = consumer
+            else:
+                await stop_client(consumer)
 
     async def read_run(
         self,
@@ -99,44 +104,68 @@ class RunReader:
         floor = at_least or {}
         key = run_key(run_id)
         tps = self._tps(key, partitions)
+        ends = await self._end_offsets.ask(tps)
+        starts = await self._begin_offsets.ask(tps)
+        wants: list[Want] = []
+        for tp in tps:
+            end = max(ends[tp], floor.get((tp.topic, tp.partition), 0))
+            start = max(starts[tp], (since or {}).get((tp.topic, tp.partition), 0))
+            if end > start:
+                wants.append((key, tp, start, end))
+        if not wants:
+            return []
+        records = await self._scans.ask(wants)
         found: list[RunEvent] = []
         bad: list[DecodeError] = []
-        async with self._consumer() as consumer:
-            try:
-                consumer.assign(tps)
-                starts = await consumer.beginning_offsets(tps)
-                ends = await consumer.end_offsets(tps)
-                for tp in tps:
-                    ends[tp] = max(ends[tp], floor.get((tp.topic, tp.partition), 0))
-                for tp in tps:
-                    starts[tp] = max(starts[tp], (since or {}).get((tp.topic, tp.partition), 0))
-                    consumer.seek(tp, starts[tp])
-                remaining = {tp for tp in tps if ends[tp] > starts[tp]}
-                deadline = time.monotonic() + self._read_timeout_ms / 1000
-                while remaining:
-                    if time.monotonic() > deadline:
-                        raise UnreachableError(
-                            "Kafka",
-                            self._bootstrap,
-                            f"reading run {run_id} did not reach offsets "
-                            f"{ {f'{tp.topic}[{tp.partition}]': ends[tp] for tp in remaining} } "
-                            f"within {self._read_timeout_ms} ms; an open transaction of a dead "
-                            "writer holds the last stable offset back until its transaction "
-                            "timeout (or until a writer with its transactional id restarts)",
-                        )
-                    batches = await consumer.getmany(*remaining, timeout_ms=FETCH_WAIT_MS)
-                    for tp, records in batches.items():
-                        for record in records:
-                            if record.offset < ends[tp] and record.key == key:
-                                self._decode(record, found, bad)
-                    for tp in list(remaining):
-                        if await consumer.position(tp) >= ends[tp]:
-                            remaining.discard(tp)
-            except KafkaError as e:
-                raise UnreachableError("Kafka", self._bootstrap, f"reading run {run_id}") from e
+        for want in wants:
+            for record in records[want]:
+                self._decode(record, found, bad)
         if bad:
             raise RunLogCorruptError(run_id, bad)
         found.sort(key=lambda e: e.seq)
+        return found
+
+    async def _scan(self, wants: list[Want]) -> dict[Want, list[ConsumerRecord]]:
+        """One pass over the partitions every waiting read needs, each record routed to the reads
+        whose key and offset range it is in: concurrent reads of runs sharing partitions (a
+        resume storm) scan those partitions once, not once per run."""
+        spans: dict[TopicPartition, tuple[int, int]] = {}
+        routes: dict[tuple[bytes, TopicPartition], list[Want]] = {}
+        for want in wants:
+            key, tp, start, end = want
+            lo, hi = spans.get(tp, (start, end))
+            spans[tp] = (min(lo, start), max(hi, end))
+            routes.setdefault((key, tp), []).append(want)
+        found: dict[Want, list[ConsumerRecord]] = {want: [] for want in wants}
+        async with self._consumer() as consumer:
+            try:
+                consumer.assign(list(spans))
+                for tp, (lo, _) in spans.items():  # before any await: the first fetch is here
+                    consumer.seek(tp, lo)
+                remaining = set(spans)
+                deadline = time.monotonic() + self._read_timeout_ms / 1000
+                while remaining:
+                    if time.monotonic() > deadline:
+                        late = {f"{tp.topic}[{tp.partition}]": spans[tp][1] for tp in remaining}
+                        raise UnreachableError(
+                            "Kafka",
+                            self._bootstrap,
+                            f"reading runs did not reach offsets {late} within "
+                            f"{self._read_timeout_ms} ms; an open transaction of a dead writer "
+                            "holds the last stable offset back until its transaction timeout "
+                            "(or until a writer with its transactional id restarts)",
+                        )
+                    batches = await consumer.getmany(*remaining, timeout_ms=FETCH_WAIT_MS)
+                    for tp, batch in batches.items():
+                        for record in batch:
+                            for want in routes.get((record.key, tp), ()):
+                                if want[2] <= record.offset < want[3]:
+                                    found[want].append(record)
+                    for tp in list(remaining):
+                        if await consumer.position(tp) >= spans[tp][1]:
+                            remaining.discard(tp)
+            except KafkaError as e:
+                raise UnreachableError("Kafka", self._bootstrap, "reading runs") from e
         return found
 
     async def end_positions(self, run_id: str, partitions: int) -> list[Position]:
@@ -150,12 +179,36 @@ class RunReader:
         return [Position(tp.topic, tp.partition, ends[tp]) for tp in tps]
 
     async def _ask_end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        async with self._consumer() as consumer:
-            try:
-                ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
-            except KafkaError as e:
-                raise UnreachableError("Kafka", self._bootstrap, "asking end offsets") from e
+        client = await self._offsets()
+        try:
+            ends: dict[TopicPartition, int] = await client.end_offsets(tps)
+        except KafkaError as e:
+            await self._drop_offsets_client(client)
+            raise UnreachableError("Kafka", self._bootstrap, "asking end offsets") from e
         return ends
+
+    async def _ask_begin_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        client = await self._offsets()
+        try:
+            starts: dict[TopicPartition, int] = await client.beginning_offsets(tps)
+        except KafkaError as e:
+            await self._drop_offsets_client(client)
+            raise UnreachableError("Kafka", self._bootstrap, "asking beginning offsets") from e
+        return starts
+
+    async def _offsets(self) -> AIOKafkaConsumer:
+        """The consumer that asks offsets (never assigned, so it fetches nothing)."""
+        async with self._offsets_lock:
+            if self._offsets_client is None:
+                self._offsets_client = await self._connect()
+            return self._offsets_client
+
+    async def _drop_offsets_client(self, client: AIOKafkaConsumer) -> None:
+        """Forget a consumer that failed (the next ask connects a new one)."""
+        current = self._offsets_client
+        if current is not None and current is client:
+            self._offsets_client = None
+            await stop_client(current)
 
     def _tps(self, key: bytes, partitions: int) -> list[TopicPartition]:
         partition = partition_for(key, partitions)

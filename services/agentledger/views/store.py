@@ -83,12 +83,16 @@ class IndexUpdate:
 @dataclass(frozen=True)
 class ViewAt:
     """A run's stored view and the projector's progress on the run's partitions, read so that
-    the view holds every event of the run before those offsets (progress is raised only after
-    the views it covers are written). ``parked``: events wait in the view behind a gap."""
+    the view (with its parked events, waiting behind a gap) holds every event of the run before
+    those offsets: progress is raised only after the views it covers are written."""
 
     view: RunView | None
     progress: dict[TopicPartition, int]
-    parked: bool
+    parked: list[RunEvent]
+
+    def covers(self, positions: Sequence[Position]) -> bool:
+        """True when the projector had applied everything before each of ``positions``."""
+        return all(self.progress.get((p.topic, p.partition), 0) >= p.offset for p in positions)
 
 
 class ViewReader(ABC):
@@ -165,7 +169,7 @@ class ViewStore(ViewReader):
         return ViewAt(
             view=None if stored is None else stored.view,
             progress={tp: progress.get(tp, 0) for tp in partitions},
-            parked=stored is not None and bool(stored.parked),
+            parked=[] if stored is None else list(stored.parked),
         )
 
     @abstractmethod

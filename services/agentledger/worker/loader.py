@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from agentledger.bus.port import EventLog, Position
+from agentledger.bus.port import EventLog
 from agentledger.errors import RunError
 from agentledger.views import RunView, fold
 from agentledger.views.store import ViewReader
@@ -50,24 +50,20 @@ async def load_view(
     if reader is None:
         return Loaded(await fold_log(log, run_id), "log")
     positions = await log.run_end_positions(run_id)
+    partitions = [(p.topic, p.partition) for p in positions]
     deadline = time.monotonic() + barrier_s
-    while not await reader.progress(positions):
+    while True:
+        at = await reader.load_at(run_id, partitions)
+        if at is None:  # no projector here (or a rebuild was swapped in while reading)
+            return Loaded(await fold_log(log, run_id), "log")
+        if at.covers(positions) and not at.parked:
+            return Loaded(at.view or RunView(run_id=run_id), "views")
         if time.monotonic() >= deadline:
-            return await _view_and_tail(log, reader, run_id, positions)
+            break
         await asyncio.sleep(poll_s)
-    view = await reader.load(run_id)
-    return Loaded(view or RunView(run_id=run_id), "views")
-
-
-async def _view_and_tail(
-    log: EventLog, reader: ViewReader, run_id: str, positions: list[Position]
-) -> Loaded:
-    at = await reader.load_at(run_id, [(p.topic, p.partition) for p in positions])
-    if at is None or at.parked:
-        return Loaded(await fold_log(log, run_id), "log")
     tail = await log.read_run(run_id, since=at.progress)
-    result = fold(at.view or RunView(run_id=run_id), tail, in_place=at.view is not None)
-    if result.parked:  # the tail does not continue the view: trust only the whole log
+    result = fold(at.view or RunView(run_id=run_id), [*at.parked, *tail], in_place=True)
+    if result.parked:  # the log itself has a gap there: let the whole fold say so
         return Loaded(await fold_log(log, run_id), "log")
     return Loaded(result.view, "views+log")
 
