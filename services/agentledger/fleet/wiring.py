@@ -38,12 +38,8 @@ async def operator(settings: FleetSettings, who: str) -> AsyncIterator[Operator]
     worker_id = f"operator-{name}-{uuid.uuid4().hex[:6]}"
     scoped = settings.model_copy(update={"worker_id": worker_id, "transactional_id": None})
     async with AsyncExitStack() as stack:
-        views = None
-        if settings.use_views and settings.redis_url is not None:
-            views = await stack.enter_async_context(
-                RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
-            )
-        ports = await stack.enter_async_context(WorkerPorts(scoped, views=views))
+        ports = await stack.enter_async_context(WorkerPorts(scoped))
+        views = ports.views
         barrier = await stack.enter_async_context(
             StableBarrier(settings, timeout_s=settings.fleet_stable_timeout_s)
         )

@@ -24,7 +24,6 @@ from agentledger.fleet.requests import Request, RequestConsumer
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.tap import DurableTap
-from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker.ledger import Ledger
 from agentledger.worker.wiring import WorkerPorts
 
@@ -57,12 +56,9 @@ class FleetWorker:
         if the worker had to stop because its producer was fenced."""
         s = self.settings
         async with AsyncExitStack() as stack:
-            views = None
-            if s.use_views and s.redis_url is not None:
-                views = await stack.enter_async_context(
-                    RedisViewStore.from_url(s.redis_url, key_prefix=s.key_prefix)
-                )
-            ports = await stack.enter_async_context(WorkerPorts(s, views=views))
+            # Leases and views share the ports' one Redis client, whose pool waits when full.
+            ports = await stack.enter_async_context(WorkerPorts(s))
+            views = ports.views
             providers = self.agent.providers()
             for provider in providers.values():
                 await stack.enter_async_context(provider)
