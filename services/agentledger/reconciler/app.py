@@ -13,7 +13,6 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 
 import structlog
-from redis.asyncio import Redis
 
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.redis_store import (
@@ -25,10 +24,11 @@ from agentledger.alerts.relay import AlertRelay
 from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink
 from agentledger.bus.consumer import KafkaEventConsumer
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.errors import AgentLedgerError, ConfigurationError
+from agentledger.errors import AgentLedgerError
 from agentledger.events.topics import topic_names
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.providers.protocol import Provider
+from agentledger.reconciler.ports import open_ports
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.service import Reconciler
 from agentledger.reconciler.settings import ReconcilerSettings
@@ -59,22 +59,11 @@ async def open_reconciler(
 ) -> AsyncIterator[ReconcilerApp]:
     """Build the reconciler on Kafka and Redis; ``adapters`` override providers by name."""
     settings = await resolve_settings(settings)
-    if settings.redis_url is None:
-        raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
     async with AsyncExitStack() as stack:
-        redis = Redis.from_url(settings.redis_url)
-        stack.push_async_callback(redis.aclose)
-        leases = await stack.enter_async_context(RedisLeaseStore.from_settings(settings))
-        views = await stack.enter_async_context(
-            RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
+        ports = await open_ports(
+            stack, settings, transactional_id=f"{settings.topic_prefix}{settings.reconciler_id}"
         )
-        log = await stack.enter_async_context(
-            KafkaEventLog(
-                settings,
-                transactional_id=f"{settings.topic_prefix}{settings.reconciler_id}",
-                guard=leases,
-            )
-        )
+        redis, leases, views, log = ports.redis, ports.leases, ports.views, ports.log
         providers = await stack.enter_async_context(ProviderPool.from_settings(settings, adapters))
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="reconciler")
         undelivered = RedisSinkDeadLetter(redis, settings.key_prefix)

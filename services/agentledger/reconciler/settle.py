@@ -14,22 +14,19 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import structlog
-from redis.asyncio import Redis
 
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.redis_store import RedisAlertStore
-from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.port import EventLog
-from agentledger.errors import ConfigurationError, LeaseHeldError, RunError
+from agentledger.errors import LeaseHeldError, RunError
 from agentledger.events.models import Alert, EffectReconciled, Event, now_ms
 from agentledger.leases import Lease, LeaseStore
-from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.reconciler.claim import RunClaimer
+from agentledger.reconciler.ports import open_ports
 from agentledger.reconciler.resolve import Verdict, open_effect, plan_resolve
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.model import RunView
-from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
 from agentledger.worker.loader import fold_log
 
@@ -153,23 +150,14 @@ class Settler:
 async def open_settler(settings: ReconcilerSettings) -> AsyncIterator[Settler]:
     """A settler on Kafka and Redis (the local stack fills endpoints that are unset)."""
     settings = await resolve_settings(settings)
-    if settings.redis_url is None:
-        raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
     async with AsyncExitStack() as stack:
-        redis = Redis.from_url(settings.redis_url)
-        stack.push_async_callback(redis.aclose)
-        leases = await stack.enter_async_context(RedisLeaseStore.from_settings(settings))
-        views = await stack.enter_async_context(
-            RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
-        )
         # Its own transactional id: a reconciler's would fence the running service's producer.
-        log = await stack.enter_async_context(
-            KafkaEventLog(
-                settings,
-                transactional_id=f"{settings.topic_prefix}effects-resolve-{uuid.uuid4().hex}",
-                guard=leases,
-            )
+        ports = await open_ports(
+            stack,
+            settings,
+            transactional_id=f"{settings.topic_prefix}effects-resolve-{uuid.uuid4().hex}",
         )
+        redis, leases, views, log = ports.redis, ports.leases, ports.views, ports.log
         yield Settler(
             log=log,
             views=views,
