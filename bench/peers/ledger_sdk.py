@@ -16,23 +16,19 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from redis.asyncio import ConnectionPool, Redis
-
 from agentledger.bus.admin import delete_topics, ensure_topics
-from agentledger.bus.kafka import KafkaEventLog
 from agentledger.events.topics import topic_names, topic_specs
-from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S, RedisLeaseStore
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
+from agentledger.worker.wiring import WorkerPorts
 from bench.harness import percentile
 from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
 
 AGENT = "bench"
-REDIS_CONNECTIONS = 2000
 PROJECTOR_STOP_S = 30.0
 
 
@@ -130,33 +126,15 @@ class LedgerSdkPeer(Peer):
         """Open the worker's ports (producer, leases) and the view reader."""
         await ensure_topics(self.settings, topic_specs(self.settings))
         stack = self._stack = AsyncExitStack()
-        url = self.settings.redis_url or ""
-        prefix = self.settings.key_prefix
-        # WorkerPorts' own Redis clients use redis-py's default pool, which RAISES
-        # MaxConnectionsError past 100 connections (200 concurrent runs hit it); a blocking pool
-        # of 64 deadlocked with all connections checked out and idle. The same stores are built
-        # here on one client whose pool has room for every run.
-        pool = ConnectionPool.from_url(
-            url,
-            max_connections=REDIS_CONNECTIONS,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
-            socket_timeout=SOCKET_TIMEOUT_S,
-        )
-        client = Redis(connection_pool=pool)
-        stack.push_async_callback(pool.disconnect)
-        stack.push_async_callback(client.aclose)
         try:
-            views = RedisViewStore(client, key_prefix=prefix, url=url)
-            leases = RedisLeaseStore(client, key_prefix=prefix, endpoint=url)
-            log = await stack.enter_async_context(
-                KafkaEventLog(
-                    self.settings, transactional_id=self.settings.producer_id, guard=leases
-                )
-            )
+            # The worker's own ports: one Redis client for leases and views whose pool waits
+            # for a free connection (redis_max_connections), and the group-commit log.
+            ports = await stack.enter_async_context(WorkerPorts(self.settings))
         except BaseException:
             await self.stop()
             raise
-        self._views = views
+        views, leases, log = ports.views, ports.leases, ports.log
+        self._views = views if isinstance(views, RedisViewStore) else None
         self._ledger = Ledger.from_settings(
             self.settings,
             log=log,
@@ -228,7 +206,8 @@ class LedgerSdkPeer(Peer):
         if self.open_s:
             ms = sorted(x * 1000 for x in self.open_s)
             opened = (
-                f"opening a new run (resume barrier: projector catch-up, else a Kafka fold): "
+                "opening a new run (end offsets, the projector's progress and view, the log's "
+                "tail past that progress): "
                 f"p50 {percentile(ms, 50):.0f} ms, max {ms[-1]:.0f} ms over {len(ms)} runs "
                 "(latency and concurrency runs) — included in the steps/s figures"
             )
@@ -237,9 +216,8 @@ class LedgerSdkPeer(Peer):
             "worker SDK: 2 commits per step (intent; outcome+acceptance+checkpoint), "
             "Kafka acks=all transactional, 1 projector process folding into Redis views; "
             "bytes = Kafka segments + Redis MEMORY USAGE of the views and leases",
-            f"Redis: one client with a pool of up to {REDIS_CONNECTIONS} connections for leases "
-            "and views (WorkerPorts' default pools raise MaxConnectionsError past 100 "
-            "connections, which 200 concurrent runs reach)",
+            "Redis: WorkerPorts' one client for leases and views, on a pool of "
+            f"{self.settings.redis_max_connections} connections that makes callers wait",
             "resume reuses the crashed worker's id (a new worker id would first wait out the "
             f"lease ttl, {self.settings.lease_ttl_ms} ms)",
         ]
