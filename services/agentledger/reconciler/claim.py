@@ -26,7 +26,7 @@ from agentledger.errors import AgentLedgerError, LeaseHeldError
 from agentledger.leases import Lease, LeaseStore
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.loader import fold_log
+from agentledger.worker.loader import fold_log, load_view
 
 _log = structlog.get_logger(__name__)
 _POLL_S = 0.02
@@ -166,4 +166,6 @@ class RunClaimer:
                 view = await self.views.load(run_id)
             if view is not None:
                 return view
-        return await fold_log(self.log, run_id)
+            return await fold_log(self.log, run_id)
+        # Views behind: the run's view plus the events the projector has not applied yet.
+        return (await load_view(self.log, run_id, reader=self.views)).view

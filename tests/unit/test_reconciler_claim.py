@@ -1,0 +1,57 @@
+"""The reconciler's claimer: the view it acts on holds every committed event of the run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from agentledger.bus.memory import MemoryEventLog
+from agentledger.events import RunEvent
+from agentledger.leasing import MemoryLeaseStore
+from agentledger.reconciler.claim import RunClaimer
+from agentledger.views import RunView, fold
+from agentledger.views.memory_store import MemoryViewStore
+from agentledger.views.store import RunWrite
+
+from .test_fold_into_store import run_events
+
+RUN = "r-claim"
+
+
+class CountingLog(MemoryEventLog):
+    """The in-memory log, noting from where each read of a run started."""
+
+    def __init__(self) -> None:
+        super().__init__(run_partitions=2)
+        self.reads: list[dict[tuple[str, int], int]] = []
+
+    async def read_run(
+        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
+    ) -> list[RunEvent]:
+        """Read, noting ``since``."""
+        self.reads.append(dict(since or {}))
+        return await super().read_run(run_id, since=since)
+
+
+async def test_views_behind_give_the_view_plus_the_unapplied_tail() -> None:
+    """When the projector has not applied a run's last commit within the barrier, the claim's
+    view is its stored view completed from the projector's offsets, not a fold of whole
+    partitions, and it equals the fold of every event."""
+    log, views, leases = CountingLog(), MemoryViewStore(), MemoryLeaseStore()
+    events = run_events(RUN, steps=2)
+    first, rest = events[:6], events[6:]
+    await log.publish(first)
+    namespace = await views.live_namespace(create=True)
+    assert namespace is not None
+    done = fold(RunView(run_id=RUN), first)
+    write = RunWrite(RUN, None, done.view, steps=done.touched_steps, effects=done.touched_effects)
+    await views.write_runs(namespace, [write])
+    applied = {(p.topic, p.partition): p.offset for p in await log.run_end_positions(RUN)}
+    await views.record_progress(namespace, applied)
+    await log.publish(rest)
+    claimer = RunClaimer(
+        log, views, leases, owner="reconciler", ttl_ms=5_000, barrier_s=0.0, partitions=2
+    )
+    async with claimer.claim(RUN) as claim:
+        assert claim.view.applied_seq == len(events)
+        assert claim.view == fold(RunView(run_id=RUN), events).view
+    assert log.reads == [applied]
