@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 import structlog
 
 from agentledger.errors import AgentLedgerError, GraphStateError
-from agentledger.events.models import CheckpointSaved, CheckpointsDeleted, RunEvent, RunPaused
+from agentledger.events.models import (
+    Alert,
+    CheckpointSaved,
+    CheckpointsDeleted,
+    RunEvent,
+    RunPaused,
+    Severity,
+)
 from agentledger.integrations.langgraph.reading import live_checkpoints
 from agentledger.integrations.langgraph.writing import LastValues
 from agentledger.leasing import LeaseKeeper
@@ -75,6 +82,18 @@ class ThreadSession:
         """Queue one event of the run (it is folded into :attr:`view` at once)."""
         self.keeper.ensure_held()
         return self.writer.append(cls, **fields)
+
+    def alert(
+        self,
+        code: str,
+        summary: str,
+        *,
+        severity: Severity = "critical",
+        key: str | None = None,
+        **fields: Any,
+    ) -> Alert:
+        """Queue an Alert about the thread's run (it rides the next flush)."""
+        return self.writer.alert(code, summary, severity=severity, key=key, **fields)
 
     def append_checkpoint(self, fields: dict[str, Any]) -> int:
         """Queue a CheckpointSaved as the next step; wake writes waiting for it."""
