@@ -10,9 +10,16 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, RetryPolicy, interrupt
 
-from agentledger.errors import ConfigurationError, IdentityMismatchError
-from agentledger.events import Alert, EffectIntended, EffectReconciled, EffectRecorded
+from agentledger.errors import (
+    ConfigurationError,
+    EffectFailedError,
+    EffectUnknownError,
+    IdentityMismatchError,
+    ProviderRequestError,
+)
+from agentledger.events import Alert, EffectIntended, EffectReconciled, EffectRecorded, RunPaused
 from agentledger.integrations.langgraph import AgentLedgerSaver, EffectResult, effect_tool
+from agentledger.providers.faults import FaultRule
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest, ProviderResult
 from agentledger.testing import CrashSwitch, SimulatedCrash
@@ -36,6 +43,15 @@ class CountingProvider(MemoryProvider):
             sum(1 for e in effects if isinstance(e, EffectIntended) and e.idempotency_key == key)
         )
         return await super().perform(request, key)
+
+
+class RefusingProvider(CountingProvider):
+    """A provider that refuses every request (as a 4xx would)."""
+
+    async def perform(self, request: EffectRequest, key: str) -> ProviderResult:
+        """Count the call, then refuse it."""
+        self.calls += 1
+        raise ProviderRequestError("no such order")
 
 
 @effect_tool(provider="pay")
@@ -239,3 +255,61 @@ async def test_effect_tool_outside_a_graph_is_a_configuration_error() -> None:
     """Calling an effect tool outside a LangGraph node explains what is missing."""
     with pytest.raises(ConfigurationError, match="inside a LangGraph node"):
         await charge("o", 1)
+
+
+async def test_unreachable_provider_records_unknown_alerts_and_a_rerun_looks_it_up() -> None:
+    """Provider down: the outcome is recorded unknown (once) with an alert, the thread is not
+    paused for it; a re-run (new process) with the provider still down fails its lookup the
+    same way, and once it is back the lookup finds nothing and the effect is sent once."""
+    ports = MemoryPorts()
+    provider = CountingProvider(ports)
+    config = thread_config("down")
+    provider.set_faults(FaultRule(mode="down"))
+    async with ports.saver(providers={"pay": provider}) as saver:
+        with pytest.raises(EffectUnknownError, match="outcome unknown: pay is down") as first:
+            await order_graph(saver).ainvoke(START_STATE, config)
+    async with ports.saver(providers={"pay": provider}) as saver:
+        with pytest.raises(EffectUnknownError, match="outcome unknown: lookup at pay failed"):
+            await order_graph(saver).ainvoke(None, config)
+    provider.clear_faults()
+    async with ports.saver(providers={"pay": provider}) as saver:
+        out = await order_graph(saver).ainvoke(None, config)
+    key = first.value.key
+    assert provider.effects[0].idempotency_key == key
+    assert out["refs"] == [e.id for e in provider.effects]
+    events = await ports.log.read_run("lg.down")
+    about_key = [
+        (type(e).__name__, getattr(e, "outcome", None) or getattr(e, "finding", None))
+        for e in events
+        if getattr(e, "idempotency_key", None) == key
+    ]
+    assert about_key == [
+        ("EffectIntended", None),
+        ("EffectRecorded", "unknown"),
+        ("EffectReconciled", "NOT_LANDED"),
+        ("EffectIntended", None),
+        ("EffectRecorded", "succeeded"),
+    ]
+    pauses = [e.reason for e in events if isinstance(e, RunPaused)]
+    assert "effect_unknown" not in pauses
+    alerts = [a for a in ports.log.events(ports.log.topics.alerts) if isinstance(a, Alert)]
+    assert {a.code for a in alerts} == {"effect_unknown"}
+
+
+async def test_a_refused_effect_is_recorded_failed_and_not_sent_again() -> None:
+    """A provider refusal is recorded as a failed outcome at once; a re-run of the node gets
+    (in a new process) EffectFailedError from the record without calling the provider again."""
+    ports = MemoryPorts()
+    provider = RefusingProvider(ports)
+    config = thread_config("refused")
+    async with ports.saver(providers={"pay": provider}) as saver:
+        refused = "the provider refused the effect: no such order"
+        with pytest.raises(EffectFailedError, match=refused):
+            await order_graph(saver).ainvoke(START_STATE, config)
+    calls = provider.calls
+    async with ports.saver(providers={"pay": provider}) as saver:
+        with pytest.raises(EffectFailedError, match="the provider refused this effect earlier"):
+            await order_graph(saver).ainvoke(None, config)
+    assert provider.calls == calls == 1
+    recorded = [e for e in await ports.log.read_run("lg.refused") if isinstance(e, EffectRecorded)]
+    assert [e.outcome for e in recorded] == ["failed"]
