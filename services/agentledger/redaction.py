@@ -132,7 +132,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     Rule.of("slack_token", _LEFT + r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
     Rule.of("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+"),
     Rule.of("google_api_key", _LEFT + r"AIza[0-9A-Za-z_\-]{35}"),
-    Rule.of("card_number", r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)", spans=card_spans),
+    # The whole run of digit groups (13 digits or more): a card may start inside it, after
+    # groups that are not part of it ("00 4307 4185 …"); card_spans finds it there.
+    Rule.of("card_number", r"(?<!\d)\d(?:[ -]?\d){12,}", spans=card_spans),
 )
 
 #: Keys whose values are secrets whatever they look like (compared lower-cased, ``-`` as ``_``).

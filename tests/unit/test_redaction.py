@@ -197,6 +197,7 @@ def test_masks_contain_no_digits_so_rules_cannot_cascade() -> None:
         ("x 4307418529637 0", "x [REDACTED:card_number] 0"),
         ("2 4307418529637", "2 [REDACTED:card_number]"),
         ("4111-1111-1111-1111 12", "[REDACTED:card_number] 12"),
+        ("00 4307 4185 2963 0741 89 ", "00 [REDACTED:card_number] "),
     ],
 )
 def test_card_number_next_to_other_digit_groups_is_still_masked(text: str, expected: str) -> None:
