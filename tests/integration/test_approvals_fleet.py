@@ -4,50 +4,25 @@ intent and time, and is re-validated when the run resumes."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-import pytest_asyncio
 
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.events.models import now_ms
 from agentledger.fleet import FleetSettings, decide_run, fork_run, request_resume, submit_run
 from agentledger.fleet.examples import gated_refund, refund_intent
-from agentledger.fleet.testing import alerts, fleet_settings, fold_runs, running_worker, wait_until
+from agentledger.fleet.testing import alerts, fold_runs, running_worker, wait_until
 from agentledger.fleet.wiring import operator
 from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.worker import intent_hash
 
 pytestmark = pytest.mark.integration
 WAIT_S = 90.0
 HOUR_MS = 3_600_000
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxProcess]:
-    """A sandbox provider process of this test."""
-    async with SandboxProcess(tmp_path / "sandbox.db") as process:
-        yield process
-
-
-@pytest.fixture
-def fleet(ledger_settings: CommonSettings, sandbox: SandboxProcess) -> FleetSettings:
-    """Fleet settings on the test's topics and keys, effects to the sandbox."""
-    return fleet_settings(
-        ledger_settings,
-        provider_url=sandbox.url,
-        worker_id=f"w-{uuid.uuid4().hex[:6]}",
-        lease_ttl_ms=3_000,
-        use_views=False,
-        resume_barrier_s=0.0,
-        kafka_transaction_timeout_ms=3_000,
-    )
 
 
 async def view_when(

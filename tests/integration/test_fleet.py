@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
-import uuid
-from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-import pytest_asyncio
 from redis.asyncio import Redis
 
 from agentledger.bus.kafka import KafkaEventLog
@@ -20,60 +14,20 @@ from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ProducerFencedError
 from agentledger.fleet import FleetSettings, FleetWorker, request_resume, submit_run
 from agentledger.fleet.examples import refund
-from agentledger.fleet.testing import (
-    alerts,
-    fleet_settings,
-    fold_runs,
-    running_worker,
-    settings_env,
-    wait_until,
-)
+from agentledger.fleet.testing import alerts, fold_runs, running_worker, wait_until
 from agentledger.leasing import lease_key
-from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.settings import CommonSettings
-from agentledger.views import RunView
 from agentledger.worker.demo import expected_effects
+from tests.integration.fleet_support import cli, finished, performed
 
 pytestmark = pytest.mark.integration
 FINISH_S = 120.0
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxProcess]:
-    """A sandbox provider process of this test."""
-    async with SandboxProcess(tmp_path / "sandbox.db") as process:
-        yield process
-
-
 @pytest.fixture
-def fleet(ledger_settings: CommonSettings, sandbox: SandboxProcess) -> FleetSettings:
-    """Fleet settings on the test's topics and keys, short leases, effects to the sandbox."""
-    return fleet_settings(
-        ledger_settings,
-        provider_url=sandbox.url,
-        worker_id=f"w-{uuid.uuid4().hex[:6]}",
-        lease_ttl_ms=3_000,
-        use_views=False,
-        resume_barrier_s=0.0,
-        fleet_session_timeout_ms=6_000,
-        kafka_transaction_timeout_ms=3_000,
-    )
-
-
-def finished(ids: list[str]) -> object:
-    """A predicate: every run of ``ids`` has finished."""
-
-    def check(views: dict[str, RunView]) -> bool:
-        return all(r in views and views[r].status not in {"running", "paused"} for r in ids)
-
-    return check
-
-
-async def performed(sandbox: SandboxProcess) -> Counter[str]:
-    """How many times the sandbox performed each idempotency key."""
-    async with SandboxClient(sandbox.url) as client:
-        return Counter(e.idempotency_key for e in await client.effects())
+def fleet_overrides() -> dict[str, Any]:
+    """These tests also give the fleet's consumer group a short session."""
+    return {"fleet_session_timeout_ms": 6_000}
 
 
 async def test_submitted_runs_finish_with_every_effect_performed_once(
@@ -166,24 +120,12 @@ async def test_the_cli_submits_and_shows_a_run(fleet: FleetSettings) -> None:
     with results and attempts and its effects with state and external reference."""
     agent = refund(fleet)
     run_id = f"{fleet.key_prefix}-cli"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
-    env.update(settings_env(fleet))
-
-    async def cli(*args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentledger.cli", "--log-level", "WARNING", *args,
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
-
     async with running_worker(fleet, agent):
         args = ["--agent", agent.name, "--input", '{"seed": 4}', "--run-id", run_id]
-        submitted = json.loads(await cli("runs", "submit", *args, "--json"))
+        submitted = json.loads(await cli(fleet, "runs", "submit", *args, "--json"))
         assert submitted["run_id"] == run_id
         await wait_until(lambda: fold_runs(fleet), finished([run_id]), timeout_s=FINISH_S)
-    shown = json.loads(await cli("runs", "show", run_id, "--json"))
+    shown = json.loads(await cli(fleet, "runs", "show", run_id, "--json"))
     assert shown["status"] == "succeeded"
     assert shown["source"] == "log"  # no projector in this test: folded from Kafka
     assert [s["name"] for s in shown["steps"]] == list(agent.spec(run_id, None).plan)

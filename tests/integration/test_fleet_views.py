@@ -2,50 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
+from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.fleet import FleetSettings, submit_run
 from agentledger.fleet.examples import gated_refund, refund
-from agentledger.fleet.testing import fleet_settings, running_worker, settings_env, wait_until
+from agentledger.fleet.testing import running_worker, wait_until
 from agentledger.projector.testing import ProjectorProcess, projector_settings
-from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
+from tests.integration.fleet_support import cli
 
 pytestmark = pytest.mark.integration
 WAIT_S = 90.0
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxProcess]:
-    """A sandbox provider process of this test."""
-    async with SandboxProcess(tmp_path / "sandbox.db") as process:
-        yield process
-
-
 @pytest.fixture
-def fleet(ledger_settings: CommonSettings, sandbox: SandboxProcess) -> FleetSettings:
-    """Fleet settings that resume from the projector's views."""
-    return fleet_settings(
-        ledger_settings,
-        provider_url=sandbox.url,
-        worker_id=f"w-{uuid.uuid4().hex[:6]}",
-        lease_ttl_ms=3_000,
-        use_views=True,
-        resume_barrier_s=2.0,
-        kafka_transaction_timeout_ms=3_000,
-    )
+def fleet_overrides() -> dict[str, Any]:
+    """These runs resume from the projector's views, behind a barrier."""
+    return {"use_views": True, "resume_barrier_s": 2.0}
 
 
 async def test_runs_list_show_and_approve_work_on_the_views(
@@ -54,18 +33,6 @@ async def test_runs_list_show_and_approve_work_on_the_views(
     """``runs list`` shows a finished and a paused run from the views (the paused one waiting
     for approval); ``runs show`` prints what it asks; ``runs approve`` lets it finish."""
     done, gated = f"{fleet.key_prefix}-done", f"{fleet.key_prefix}-gated"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
-    env.update(settings_env(fleet))
-
-    async def cli(*args: str) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentledger.cli", "--log-level", "WARNING", *args,
-            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        out, err = await proc.communicate()
-        assert proc.returncode == 0, err.decode()
-        return out.decode()
-
     proj = projector_settings(ledger_settings, projector_group=f"{fleet.key_prefix}-projector")
     assert fleet.redis_url is not None
     async with (
@@ -89,19 +56,20 @@ async def test_runs_list_show_and_approve_work_on_the_views(
             statuses, lambda s: s == {done: "succeeded", gated: "paused"}, timeout_s=WAIT_S
         )
         assert seen == {done: "succeeded", gated: "paused"}
-        rows = {r["run_id"]: r for r in json.loads(await cli("runs", "list", "--json"))}
+        rows = {r["run_id"]: r for r in json.loads(await cli(fleet, "runs", "list", "--json"))}
         assert rows[done]["status"] == "succeeded"
         assert rows[done]["cursor"] == rows[done]["plan_steps"] == 5
         assert rows[gated]["status"] == "paused"
         assert rows[gated]["pending_approval"] is True
-        paused = json.loads(await cli("runs", "show", gated, "--json"))
+        paused = json.loads(await cli(fleet, "runs", "show", gated, "--json"))
         assert paused["source"] == "views"
         assert paused["approval"]["ask"].startswith("refund ")
         assert paused["cursor"] == 2
-        text = await cli("runs", "approve", gated, "--approver", "alice", "--expires-in", "10m")
+        approve = ["runs", "approve", gated, "--approver", "alice", "--expires-in", "10m"]
+        text = await cli(fleet, *approve)
         assert "approved by alice" in text
         final = await wait_until(statuses, lambda s: s.get(gated) == "succeeded", timeout_s=WAIT_S)
         assert final[gated] == "succeeded"
-    shown = json.loads(await cli("runs", "show", gated, "--json"))
+    shown = json.loads(await cli(fleet, "runs", "show", gated, "--json"))
     assert [a["approver"] for a in shown["approvals"]] == ["alice"]
     assert {e["kind"] for e in shown["effects"]} == {"payments", "emails"}

@@ -2,72 +2,22 @@
 
 from __future__ import annotations
 
-import uuid
-from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
-import pytest_asyncio
 
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import RunError
 from agentledger.events.models import StepStarted
 from agentledger.fleet import FleetSettings, fork_run, submit_run
 from agentledger.fleet.examples import gated_refund, refund
-from agentledger.fleet.testing import (
-    fleet_settings,
-    fold_runs,
-    run_events,
-    running_worker,
-    wait_until,
-)
+from agentledger.fleet.testing import fold_runs, run_events, running_worker, wait_until
 from agentledger.fleet.wiring import operator
-from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.settings import CommonSettings
-from agentledger.views import RunView
 from agentledger.worker.demo import expected_effects
+from tests.integration.fleet_support import finished, performed
 
 pytestmark = pytest.mark.integration
 WAIT_S = 90.0
 FORK_AT = 2  # refund_agent's "refund" step: its payment is inherited, email and ticket re-run
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxProcess]:
-    """A sandbox provider process of this test."""
-    async with SandboxProcess(tmp_path / "sandbox.db") as process:
-        yield process
-
-
-@pytest.fixture
-def fleet(ledger_settings: CommonSettings, sandbox: SandboxProcess) -> FleetSettings:
-    """Fleet settings on the test's topics and keys, effects to the sandbox."""
-    return fleet_settings(
-        ledger_settings,
-        provider_url=sandbox.url,
-        worker_id=f"w-{uuid.uuid4().hex[:6]}",
-        lease_ttl_ms=3_000,
-        use_views=False,
-        resume_barrier_s=0.0,
-        kafka_transaction_timeout_ms=3_000,
-    )
-
-
-def ended(run_ids: list[str]) -> object:
-    """A predicate: every run of ``run_ids`` has finished."""
-
-    def check(views: dict[str, RunView]) -> bool:
-        return all(r in views and views[r].status not in {"running", "paused"} for r in run_ids)
-
-    return check
-
-
-async def performed(sandbox: SandboxProcess) -> Counter[str]:
-    """How many times the sandbox performed each idempotency key."""
-    async with SandboxClient(sandbox.url) as client:
-        return Counter(e.idempotency_key for e in await client.effects())
 
 
 async def test_a_fork_reruns_only_the_steps_after_its_checkpoint(
@@ -82,10 +32,10 @@ async def test_a_fork_reruns_only_the_steps_after_its_checkpoint(
     async with running_worker(fleet, agent):
         async with KafkaPublisher(fleet) as publisher:
             await submit_run(publisher, agent.name, {"seed": seed}, run_id=parent)
-        views = await wait_until(lambda: fold_runs(fleet), ended([parent]), timeout_s=WAIT_S)
+        views = await wait_until(lambda: fold_runs(fleet), finished([parent]), timeout_s=WAIT_S)
         async with operator(fleet, "tester") as op:
             await fork_run(op.ledger, parent, FORK_AT, run_id=child, barrier=op.barrier)
-        views = await wait_until(lambda: fold_runs(fleet), ended([child]), timeout_s=WAIT_S)
+        views = await wait_until(lambda: fold_runs(fleet), finished([child]), timeout_s=WAIT_S)
     before = await performed(sandbox)
     mother, fork = views[parent], views[child]
     assert mother.status == "succeeded"
