@@ -36,6 +36,7 @@ from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker.demo import expected_effects
+from tests.integration.fleet_support import finished
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]
 
@@ -101,13 +102,6 @@ async def owners(settings: FleetSettings, run_ids: list[str]) -> dict[str, str]:
     async with RedisLeaseStore.from_settings(settings) as leases:
         held = {r: await leases.current(r) for r in run_ids}
     return {r: lease.owner for r, lease in held.items() if lease is not None}
-
-
-def all_finished(ids: list[str]) -> Any:
-    """A predicate: every run of ``ids`` has finished."""
-    return lambda views: all(
-        r in views and views[r].status not in {"running", "paused"} for r in ids
-    )
 
 
 def essence(view: RunView) -> dict[str, Any]:
@@ -202,7 +196,7 @@ async def test_three_workers_one_killed_one_frozen(
         assert all(taken[r].worker_id != frozen.worker_id or taken[r].status == "succeeded"
                    for r in frozen_runs)  # fmt: skip
         frozen.thaw()
-        views = await wait_until(lambda: fold_runs(common), all_finished(ids), timeout_s=240)
+        views = await wait_until(lambda: fold_runs(common), finished(ids), timeout_s=240)
         assert {r: views[r].status for r in ids} == dict.fromkeys(ids, "succeeded")
         assert survivor.returncode is None
         # the projector has folded everything it will: Redis equals the fold of Kafka
