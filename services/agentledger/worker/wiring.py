@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import Self
 
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
@@ -16,8 +17,8 @@ from agentledger.worker.settings import WorkerSettings
 class WorkerPorts:
     """Opens and closes the event log, lease store and view reader of one worker process.
 
-    With ``settings.use_views`` (default) resumes read the projector's Redis views when they
-    have caught up (the resume barrier), else fold the run from Kafka.
+    With ``settings.use_views`` (default) resumes read the projector's Redis views, completed
+    from Kafka where the projector is behind (``agentledger.worker.loader``).
 
     Leases and the views it opens share one Redis client whose pool waits for a free connection
     (``redis_max_connections``, ``redis_pool_wait_s``): many concurrent runs queue for a
@@ -31,22 +32,23 @@ class WorkerPorts:
             msg = "worker settings need kafka_bootstrap and redis_url (resolve them in the CLI)"
             raise ConfigurationError(msg)
         self.settings = settings
-        prefix, endpoint = settings.key_prefix, redacted(settings.redis_url)
-        self._redis = pooled_client(
+        prefix = settings.key_prefix
+        self.endpoint = endpoint = redacted(settings.redis_url)
+        self.redis = pooled_client(
             settings.redis_url,
             max_connections=settings.redis_max_connections,
             wait_s=settings.redis_pool_wait_s,
         )
-        self.leases = RedisLeaseStore(self._redis, key_prefix=prefix, endpoint=endpoint)
+        self.leases = RedisLeaseStore(self.redis, key_prefix=prefix, endpoint=endpoint)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self._own_views: RedisViewStore | None = None
         if views is None and settings.use_views:
-            self._own_views = RedisViewStore(self._redis, key_prefix=prefix, url=endpoint)
+            self._own_views = RedisViewStore(self.redis, key_prefix=prefix, url=endpoint)
         self.views: ViewReader | None = views or self._own_views
         self._started = False
         self._stopped = False
 
-    async def __aenter__(self) -> WorkerPorts:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -73,4 +75,4 @@ class WorkerPorts:
             await self.log.stop()
         finally:
             # The stores borrow the client; closing it disconnects its pool.
-            await self._redis.aclose()
+            await self.redis.aclose()
