@@ -44,13 +44,23 @@ def card_like(digits: str) -> bool:
     return 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_ok(digits)
 
 
+def card_layout(sizes: list[int]) -> bool:
+    """True for how card numbers are grouped: one group, fours with a shorter last one, or the
+    4-6-5 / 4-6-4 layouts of 15- and 14-digit cards."""
+    if len(sizes) == 1 or sizes in ([4, 6, 5], [4, 6, 4]):
+        return True
+    return all(size == 4 for size in sizes[:-1]) and 1 <= sizes[-1] <= 4
+
+
 def card_spans(text: str) -> list[tuple[int, int]]:
     """Spans of ``text`` (digit groups joined by single spaces/dashes) that are card numbers.
 
     The regular expression finds 13-19 digits in groups; the card may be only some of the
     groups (a card followed by `` 0`` reads as 14 digits), so every run of consecutive groups is
     tried and the union of those that are card numbers is masked. A group is never split: a
-    long number written without separators is one token and is a card only as a whole.
+    long number written without separators is one token and is a card only as a whole. Groups
+    must be laid out as cards are written (fours, the last one shorter; 4-6-5 or 4-6-4), so a
+    timestamp such as ``20261130-182409`` in an id is not taken for a card.
     """
     groups = [(m.start(), m.end()) for m in re.finditer(r"\d+", text)]
     covered: list[tuple[int, int]] = []
@@ -60,7 +70,8 @@ def card_spans(text: str) -> list[tuple[int, int]]:
             digits += text[groups[last][0] : groups[last][1]]
             if len(digits) > 19:
                 break
-            if card_like(digits):
+            sizes = [end - begin for begin, end in groups[first : last + 1]]
+            if card_layout(sizes) and card_like(digits):
                 covered.append((groups[first][0], groups[last][1]))
     merged: list[tuple[int, int]] = []
     for begin, end in sorted(covered):

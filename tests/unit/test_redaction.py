@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from agentledger.redaction import DEFAULT_REDACTOR, Redactor, Rule, luhn_ok
+from agentledger.redaction import DEFAULT_REDACTOR, Redactor, Rule, card_like, luhn_ok
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -198,8 +198,17 @@ def test_masks_contain_no_digits_so_rules_cannot_cascade() -> None:
         ("2 4307418529637", "2 [REDACTED:card_number]"),
         ("4111-1111-1111-1111 12", "[REDACTED:card_number] 12"),
         ("00 4307 4185 2963 0741 89 ", "00 [REDACTED:card_number] "),
+        ("3782 822463 10005 x", "[REDACTED:card_number] x"),
     ],
 )
 def test_card_number_next_to_other_digit_groups_is_still_masked(text: str, expected: str) -> None:
     """A card is found among neighbouring digit groups; the neighbours stay readable."""
     assert DEFAULT_REDACTOR.text(text) == expected
+
+
+def test_timestamps_in_ids_are_not_taken_for_card_numbers() -> None:
+    """Digit groups laid out unlike a card (a date and time in a run id) stay readable even
+    when their digits pass Luhn, as 20261130182409 does."""
+    assert card_like("20261130182409")
+    text = "ord-demo-20261130-182409-dc88-000"
+    assert DEFAULT_REDACTOR.text(text) == text
