@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any, ClassVar
 
 from bench.peers.base import Env, PeerUnavailableError, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.peers.langgraph_saver import LangGraphPeer
-from bench.peers.ledger_sdk import projector  # the SDK row's projector process
+from bench.peers.ledger_sdk import fresh_namespace  # the SDK row's topics and projector
 
 try:
     from agentledger.integrations.langgraph import AgentLedgerSaver, SaverSettings
@@ -26,9 +25,7 @@ except ImportError as e:  # pragma: no cover - depends on the langgraph extra
     msg = f"AgentLedgerSaver needs the langgraph extra ({e}); pip install -e '.[langgraph]'"
     raise PeerUnavailableError(msg) from e
 
-from agentledger.bus.admin import delete_topics, ensure_topics
-from agentledger.events.topics import topic_names, topic_specs
-from agentledger.views.redis_store import RedisViewStore
+from agentledger.events.topics import topic_names
 
 
 def saver_settings_for(env: Env, namespace: str) -> SaverSettings:
@@ -58,18 +55,8 @@ class AgentLedgerSaverPeer(LangGraphPeer):
     @asynccontextmanager
     async def sidecar(cls, env: Env, namespace: str) -> AsyncIterator[None]:
         """Fresh topics and keys for the namespace, and a projector folding them into views."""
-        settings = saver_settings_for(env, namespace)
-        specs = topic_specs(settings)
-        await delete_topics(settings, [s.name for s in specs])
-        views = RedisViewStore.from_url(settings.redis_url or "", key_prefix=settings.key_prefix)
-        try:
-            async for key in views.client.scan_iter(match=f"{settings.key_prefix}:*"):
-                await views.client.delete(key)
-        finally:
-            await views.close()
-        await ensure_topics(settings, specs)
-        log_file = Path(env.work_dir) / f"projector-{safe_name(namespace)}-langgraph.log"
-        async with projector(env, settings, log_file):
+        log_name = f"projector-{safe_name(namespace)}-langgraph.log"
+        async with fresh_namespace(env, saver_settings_for(env, namespace), log_name):
             yield
 
     async def _open_saver(self, stack: AsyncExitStack) -> Any:

@@ -37,6 +37,23 @@ def plan_of(steps: int) -> list[str]:
     return [f"s{i:05d}" for i in range(steps)]
 
 
+@asynccontextmanager
+async def fresh_namespace(env: Env, settings: WorkerSettings, log_name: str) -> AsyncIterator[None]:
+    """The namespace's topics deleted and made again, its Redis keys wiped, and a projector
+    process folding its run topics into views (logging to ``log_name`` in the work dir)."""
+    specs = topic_specs(settings)
+    await delete_topics(settings, [s.name for s in specs])
+    views = RedisViewStore.from_url(settings.redis_url or "", key_prefix=settings.key_prefix)
+    try:
+        async for key in views.client.scan_iter(match=f"{settings.key_prefix}:*"):
+            await views.client.delete(key)
+    finally:
+        await views.close()
+    await ensure_topics(settings, specs)
+    async with projector(env, settings, Path(env.work_dir) / log_name):
+        yield
+
+
 def settings_for(env: Env, namespace: str) -> WorkerSettings:
     """The worker settings of one namespace: its own topics, keys, stable worker and producer
     ids (a resuming process is the crashed worker restarted, so it may take its lease back)."""
@@ -108,18 +125,8 @@ class LedgerSdkPeer(Peer):
     @asynccontextmanager
     async def sidecar(cls, env: Env, namespace: str) -> AsyncIterator[None]:
         """Fresh run topics and a projector folding them into Redis views."""
-        settings = settings_for(env, namespace)
-        specs = topic_specs(settings)
-        await delete_topics(settings, [s.name for s in specs])
-        views = RedisViewStore.from_url(settings.redis_url or "", key_prefix=settings.key_prefix)
-        try:
-            async for key in views.client.scan_iter(match=f"{settings.key_prefix}:*"):
-                await views.client.delete(key)
-        finally:
-            await views.close()
-        await ensure_topics(settings, specs)
-        log_file = Path(env.work_dir) / f"projector-{safe_name(namespace)}.log"
-        async with projector(env, settings, log_file):
+        log_name = f"projector-{safe_name(namespace)}.log"
+        async with fresh_namespace(env, settings_for(env, namespace), log_name):
             yield
 
     async def start(self) -> None:
