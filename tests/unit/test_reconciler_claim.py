@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from agentledger.bus.memory import MemoryEventLog
-from agentledger.events import RunEvent
 from agentledger.leasing import MemoryLeaseStore
 from agentledger.reconciler.claim import RunClaimer
 from agentledger.views import RunView, fold
@@ -13,30 +9,16 @@ from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.store import RunWrite
 
 from .test_fold_into_store import run_events
+from .test_sdk_loader import SinceLog
 
 RUN = "r-claim"
-
-
-class CountingLog(MemoryEventLog):
-    """The in-memory log, noting from where each read of a run started."""
-
-    def __init__(self) -> None:
-        super().__init__(run_partitions=2)
-        self.reads: list[dict[tuple[str, int], int]] = []
-
-    async def read_run(
-        self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
-    ) -> list[RunEvent]:
-        """Read, noting ``since``."""
-        self.reads.append(dict(since or {}))
-        return await super().read_run(run_id, since=since)
 
 
 async def test_views_behind_give_the_view_plus_the_unapplied_tail() -> None:
     """When the projector has not applied a run's last commit within the barrier, the claim's
     view is its stored view completed from the projector's offsets, not a fold of whole
     partitions, and it equals the fold of every event."""
-    log, views, leases = CountingLog(), MemoryViewStore(), MemoryLeaseStore()
+    log, views, leases = SinceLog(), MemoryViewStore(), MemoryLeaseStore()
     events = run_events(RUN, steps=2)
     first, rest = events[:6], events[6:]
     await log.publish(first)
