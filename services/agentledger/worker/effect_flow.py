@@ -38,6 +38,18 @@ from agentledger.worker.spec import EffectResult
 E = TypeVar("E", bound=RunEvent)
 
 
+@dataclass(frozen=True)
+class EffectAsk:
+    """One effect call: effect ``ordinal`` of ``step``, named ``name``, sent under ``key``."""
+
+    step: int
+    ordinal: int
+    name: str
+    key: str
+    request: EffectRequest
+    provider_name: str | None
+
+
 class EffectWriter(Protocol):
     """Where the flow queues its events and alerts, and what makes them durable."""
 
@@ -159,19 +171,10 @@ class EffectFlow(ABC, Generic[S]):
 
     # --- the flow -------------------------------------------------------------------------
 
-    async def perform(
-        self,
-        *,
-        step: int,
-        ordinal: int,
-        name: str,
-        key: str,
-        request: EffectRequest,
-        provider_name: str | None,
-        recorded: EffectView | None,
-    ) -> EffectResult:
-        """Perform the effect under ``key`` at most once, given what is ``recorded`` for it."""
+    async def perform(self, ask: EffectAsk, recorded: EffectView | None) -> EffectResult:
+        """Perform ``ask`` at most once under its key, given what is ``recorded`` for it."""
         session = self.session
+        step, name, key, request = ask.step, ask.name, ask.key, ask.request
         if recorded is not None:
             if recorded.identity_hash and recorded.identity_hash != request.identity_hash:
                 raise await self.mismatch(
@@ -190,29 +193,14 @@ class EffectFlow(ABC, Generic[S]):
             if recorded.state == "failed":
                 msg = f"the provider refused this effect earlier: {recorded.error}"
                 raise EffectFailedError(msg, run_id=session.run_id, step=step, effect=name, key=key)
-        return await self.send(
-            step=step,
-            ordinal=ordinal,
-            name=name,
-            key=key,
-            request=request,
-            provider_name=provider_name,
-        )
+        return await self.send(ask)
 
-    async def send(
-        self,
-        *,
-        step: int,
-        ordinal: int,
-        name: str,
-        key: str,
-        request: EffectRequest,
-        provider_name: str | None,
-    ) -> EffectResult:
+    async def send(self, ask: EffectAsk) -> EffectResult:
         """Intent (durable), call, outcome (queued; it rides the next flush)."""
         session = self.session
+        step, ordinal, name, key, request = ask.step, ask.ordinal, ask.name, ask.key, ask.request
         await self.before_intent(step)
-        pname, provider = self.services.provider(provider_name, run_id=session.run_id)
+        pname, provider = self.services.provider(ask.provider_name, run_id=session.run_id)
         writer = self.writer()
         payloads = self.services.payloads
         writer.append(

@@ -13,7 +13,7 @@ from agentledger.errors import EffectUnknownError, ProviderError
 from agentledger.events.models import EffectReconciled
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views import EffectView
-from agentledger.worker.effect_flow import EffectFlow, EffectWriter, Wording
+from agentledger.worker.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
 from agentledger.worker.keys import effect_key
 from agentledger.worker.replay import check_effect
 from agentledger.worker.session import RunSession
@@ -100,12 +100,5 @@ async def perform_effect(
     recorded = view.effects.get(placed) if placed is not None else None
     check_effect(session.run_id, recorded, ordinal, name)
     recorded = recorded or view.effects.get(key)
-    return await RunEffects(session.services, session).perform(
-        step=step,
-        ordinal=ordinal,
-        name=name,
-        key=key,
-        request=request,
-        provider_name=provider_name,
-        recorded=recorded,
-    )
+    ask = EffectAsk(step, ordinal, name, key, request, provider_name)
+    return await RunEffects(session.services, session).perform(ask, recorded)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from agentledger.integrations.langgraph.session import ThreadSession
 from agentledger.providers.hashing import canonical_json
 from agentledger.providers.protocol import EffectRequest
-from agentledger.worker.effect_flow import EffectFlow, EffectWriter, Wording
+from agentledger.worker.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
 from agentledger.worker.keys import KEY_VERSION, check_name
 from agentledger.worker.session import Services
 from agentledger.worker.spec import EffectResult
@@ -86,12 +86,5 @@ async def perform_effect(
     """Perform the ``ordinal``-th effect call of the task at most once; return its outcome."""
     step = await session.step_of(call.checkpoint_id)
     key = graph_effect_key(session.run_id, call, name, ordinal)
-    return await GraphEffects(services, session).perform(
-        step=step,
-        ordinal=ordinal,
-        name=name,
-        key=key,
-        request=request,
-        provider_name=provider_name,
-        recorded=session.view.effects.get(key),
-    )
+    ask = EffectAsk(step, ordinal, name, key, request, provider_name)
+    return await GraphEffects(services, session).perform(ask, session.view.effects.get(key))
