@@ -28,6 +28,7 @@ from bench.workload import Params
 RESUME_RUN = "resume-run"
 CHILD_TIMEOUT_S = 900.0
 CONCURRENT_TIMEOUT_S = 180.0
+OPEN_SAMPLES = 20
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -53,14 +54,26 @@ def _spawn(args: list[str], out: Path, timeout: float) -> dict[str, Any]:
 
 async def _latency(peer: Peer, params: Params, result: dict[str, Any]) -> None:
     await peer.run("warmup", params.warmup_steps)
+    peer.open_s.clear()  # the warm-up's open paid for connections, not for opening a run
     runs = []
     for i in range(params.latency_repeats):
         start = time.perf_counter()
+        cpu = time.process_time()
         lat = await peer.run(f"latency-{i}", params.latency_steps)
         runs.append(
-            {"latencies": [round(x, 7) for x in lat], "elapsed": time.perf_counter() - start}
+            {
+                "latencies": [round(x, 7) for x in lat],
+                "elapsed": time.perf_counter() - start,
+                # Process CPU (every thread of the measuring process; not the servers, nor
+                # agentledger's projector process) over the run, opening included.
+                "cpu_s": time.process_time() - cpu,
+            }
         )
     result["latency_runs"] = runs
+    for i in range(OPEN_SAMPLES):  # one-step runs: more samples of opening a new run
+        await peer.run(f"open-{i}", 1)
+    if peer.open_s:  # sequential opens only: the concurrent ones queue behind each other
+        result["open_s"] = [round(x, 7) for x in peer.open_s]
 
 
 async def _concurrency(peer: Peer, params: Params, result: dict[str, Any]) -> None:
@@ -71,9 +84,11 @@ async def _concurrency(peer: Peer, params: Params, result: dict[str, Any]) -> No
     for i in range(params.concurrent_repeats):
         ids = [f"conc-{i}-{n}" for n in range(params.concurrent_runs)]
         start = time.perf_counter()
+        cpu = time.process_time()
         tasks = [asyncio.ensure_future(peer.run(r, params.concurrent_steps)) for r in ids]
         done, pending = await asyncio.wait(tasks, timeout=CONCURRENT_TIMEOUT_S)
         elapsed = time.perf_counter() - start
+        cpu_s = time.process_time() - cpu
         for task in pending:
             task.cancel()
         if pending:
@@ -86,7 +101,12 @@ async def _concurrency(peer: Peer, params: Params, result: dict[str, Any]) -> No
         for task in done:
             task.result()  # a failed run fails the figure, with its error
         runs.append(
-            {"runs": params.concurrent_runs, "steps": params.concurrent_steps, "elapsed": elapsed}
+            {
+                "runs": params.concurrent_runs,
+                "steps": params.concurrent_steps,
+                "elapsed": elapsed,
+                "cpu_s": cpu_s,
+            }
         )
     if hangs:
         result["errors"]["concurrency_hangs"] = "; ".join(hangs)

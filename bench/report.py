@@ -13,6 +13,7 @@ from bench.harness import (
     format_value,
     growth_exponent,
     latency_figures,
+    percentile,
     ratio_table,
     render_markdown,
     render_text,
@@ -24,6 +25,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("step_p99_ms", "step latency p99", "ms", "lower"),
     Metric("steps_per_s_1run", "steps/s, 1 run", "/s", "higher"),
     Metric("steps_per_s_many", "steps/s, 200 concurrent runs", "/s", "higher"),
+    Metric("cpu_us_step_1run", "CPU µs per step, 1 run (this process)", "µs", "lower"),
+    Metric("cpu_us_step_many", "CPU µs per step, 200 runs (this process)", "µs", "lower"),
+    Metric("open_p50_ms", "opening a new run p50", "ms", "lower"),
     Metric("bytes_100", "bytes after 100 steps", "B", "lower"),
     Metric("bytes_1000", "bytes after 1,000 steps", "B", "lower"),
     Metric("bytes_10000", "bytes after 10,000 steps", "B", "lower"),
@@ -45,9 +49,20 @@ def figures_of(result: Mapping[str, Any]) -> dict[str, Spread]:
     lat = [LatencyRun(r["latencies"], r["elapsed"]) for r in result.get("latency_runs", [])]
     if lat:
         out.update(latency_figures(lat))
+    cpu_lat = [r for r in result.get("latency_runs", []) if "cpu_s" in r]
+    if cpu_lat:
+        out["cpu_us_step_1run"] = spread(r["cpu_s"] * 1e6 / len(r["latencies"]) for r in cpu_lat)
     conc = result.get("concurrent_runs", [])
     if conc:
         out["steps_per_s_many"] = spread(c["runs"] * c["steps"] / c["elapsed"] for c in conc)
+    cpu_conc = [c for c in conc if "cpu_s" in c]
+    if cpu_conc:
+        out["cpu_us_step_many"] = spread(
+            c["cpu_s"] * 1e6 / (c["runs"] * c["steps"]) for c in cpu_conc
+        )
+    opens = result.get("open_s", [])
+    if opens:
+        out["open_p50_ms"] = spread([percentile([x * 1000.0 for x in opens], 50.0)])
     for mark, size in result.get("bytes", {}).items():
         out[f"bytes_{mark}"] = spread([float(size)])
     resumes = result.get("resume", [])

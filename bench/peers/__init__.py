@@ -19,6 +19,8 @@ PEERS: dict[str, str] = {
     "langgraph-redis": "bench.peers.langgraph_saver:RedisPeer",
     "dbos-postgres": "bench.peers.dbos_peer:DbosPeer",
     "floor-kafka": "bench.peers.floor:KafkaFloor",
+    "floor-kafka-txn": "bench.peers.floor:KafkaTxnFloor",
+    "floor-kafka-txn3": "bench.peers.floor:KafkaTxn3Floor",
     "floor-redis": "bench.peers.floor:RedisFloor",
     "floor-postgres": "bench.peers.floor:PostgresFloor",
 }

@@ -71,6 +71,9 @@ class Peer(ABC):
         self.env = env
         self.namespace = namespace
         self.fresh = fresh
+        #: Seconds each ``run`` took to open a new run before its first step (peers that have
+        #: such a moment append to it; the report shows its p50 as a figure).
+        self.open_s: list[float] = []
 
     @property
     def store_name(self) -> str:

@@ -14,6 +14,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from psycopg_pool import AsyncConnectionPool
 
+from agentledger.bus.clients import tune_concurrent_transactions_backoff
+from agentledger.settings import CommonSettings
 from bench.peers.base import Peer, PeerUnavailableError, Probe
 from bench.peers.kafka_size import topic_bytes
 from bench.peers.pg import ensure_database, relation_bytes
@@ -102,6 +104,87 @@ class KafkaFloor(Peer):
     def notes(self) -> list[str]:
         """Kafka's durability: acked by the (single) in-sync replica, in its page cache."""
         return ["acks=all, idempotent, linger 0; 1 broker: acked in page cache, not fsynced"]
+
+
+class KafkaTxnFloor(Peer):
+    """One aiokafka transaction per step (begin, send, commit) over ``topics`` topics: the
+    record on the first, a copy on each other one (what a transaction over a run's steps,
+    effects and acceptance topics pays)."""
+
+    name: ClassVar[str] = "floor-kafka-txn"
+    kind = "floor"
+    resumable = False
+    topic_count: ClassVar[int] = 1
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._producer: Any = None
+        self.topics = [f"bench.floor.{self.store_name}.{n}" for n in range(self.topic_count)]
+
+    async def start(self) -> None:
+        """Create the topics fresh and start a transactional producer."""
+        if self.env.kafka_bootstrap is None:
+            raise PeerUnavailableError("no Kafka in this bench session")
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.env.kafka_bootstrap)
+        await admin.start()
+        try:
+            existing = await admin.list_topics()
+            if self.fresh and any(t in existing for t in self.topics):
+                await admin.delete_topics([t for t in self.topics if t in existing])
+            for topic in self.topics:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics([NewTopic(topic, FLOOR_PARTITIONS, 1)])
+        finally:
+            await admin.close()
+        # The same CONCURRENT_TRANSACTIONS backoff as agentledger's log (1 ms, not 20 ms).
+        tune_concurrent_transactions_backoff(CommonSettings().kafka_txn_retry_backoff_ms)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.env.kafka_bootstrap,
+            acks="all",
+            linger_ms=0,
+            enable_idempotence=True,
+            transactional_id=f"bench-floor-txn-{self.store_name}",
+        )
+        await self._producer.start()
+
+    async def stop(self) -> None:
+        """Stop the producer."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
+
+    async def run(self, run_id: str, steps: int, probe: Probe | None = None) -> list[float]:
+        """begin_transaction, one send per topic, commit_transaction per step."""
+        producer = self._producer
+        key = run_id.encode()
+
+        async def write(k: int) -> None:
+            record = _record(run_id, k)
+            async with producer.transaction():
+                sent = [await producer.send(t, record, key=key) for t in self.topics]
+                for future in sent:
+                    await future
+
+        return await _timed_steps(run_id, steps, probe, write)
+
+    async def stored_bytes(self) -> int:
+        """On-disk size of the topics' log segments."""
+        return topic_bytes(self.env, self.topics)
+
+    def notes(self) -> list[str]:
+        """What one step's transaction is made of."""
+        return [
+            f"one transaction per step over {self.topic_count} topic(s) (AddPartitionsToTxn, "
+            "produce, EndTxn), acks=all, linger 0; CONCURRENT_TRANSACTIONS backoff 1 ms as in "
+            "agentledger's log"
+        ]
+
+
+class KafkaTxn3Floor(KafkaTxnFloor):
+    """The transaction floor over three topics, as many as a run's events span."""
+
+    name: ClassVar[str] = "floor-kafka-txn3"
+    topic_count: ClassVar[int] = 3
 
 
 class RedisFloor(Peer):

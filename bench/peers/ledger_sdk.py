@@ -23,7 +23,6 @@ from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
 from agentledger.worker.wiring import WorkerPorts
-from bench.harness import percentile
 from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
@@ -119,7 +118,6 @@ class LedgerSdkPeer(Peer):
         self._stack: AsyncExitStack | None = None
         self._ledger: Ledger | None = None
         self._views: RedisViewStore | None = None
-        self.open_s: list[float] = []
 
     @classmethod
     @asynccontextmanager
@@ -208,18 +206,10 @@ class LedgerSdkPeer(Peer):
         return kafka + redis
 
     def notes(self) -> list[str]:
-        """What this row measures, and what opening a new run cost (its resume barrier)."""
-        opened = ""
-        if self.open_s:
-            ms = sorted(x * 1000 for x in self.open_s)
-            opened = (
-                "opening a new run (end offsets, the projector's progress and view, the log's "
-                "tail past that progress): "
-                f"p50 {percentile(ms, 50):.0f} ms, max {ms[-1]:.0f} ms over {len(ms)} runs "
-                "(latency and concurrency runs) — included in the steps/s figures"
-            )
+        """What this row measures."""
         return [
-            *([opened] if opened else []),
+            "opening a new run = Ledger.run until its first step may run, timed over the "
+            "latency runs and 20 one-step runs opened one after another",
             "worker SDK: 2 commits per step (intent; outcome+acceptance+checkpoint), "
             "Kafka acks=all transactional, 1 projector process folding into Redis views; "
             "bytes = Kafka segments + Redis MEMORY USAGE of the views and leases",

@@ -40,6 +40,22 @@ def test_figures_of_derives_every_figure_from_the_raw_samples() -> None:
     assert projected_of(RAW) == {"bytes_10000": 100_000.0}
 
 
+def test_cpu_and_open_figures_come_from_process_time_and_open_samples() -> None:
+    """CPU µs per step divides the process CPU of a run by its steps; opening is a p50 figure."""
+    raw = {
+        **RAW,
+        "latency_runs": [{"latencies": [0.001] * 4, "elapsed": 0.01, "cpu_s": 0.002}],
+        "concurrent_runs": [{"runs": 200, "steps": 2, "elapsed": 2.0, "cpu_s": 0.1}],
+        "open_s": [0.004, 0.002, 0.010],
+    }
+    figs = figures_of(raw)
+    assert figs["cpu_us_step_1run"].median == pytest.approx(500.0)
+    assert figs["cpu_us_step_many"].median == pytest.approx(250.0)
+    assert figs["open_p50_ms"].median == pytest.approx(4.0)
+    assert "cpu_us_step_1run" not in figures_of(RAW)
+    assert "opening a new run p50" in render([raw], {}, [], "ours")
+
+
 def test_render_lists_unmeasured_peers_with_their_reason() -> None:
     """A peer that could not run appears in the notes with why, never silently dropped."""
     down = {"peer": "redis-saver", "status": "unavailable", "reason": "needs RediSearch"}

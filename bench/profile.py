@@ -1,0 +1,213 @@
+"""``python -m bench.profile [--steps N] [--cprofile]``: where a step, an open and a resume of the
+agentledger SDK spend their time, on the local stack (a diagnostic, not a figure of the bench).
+
+Each port call the worker makes while opening is wrapped in a timer: connections (the producer's
+start, InitProducerId), end offsets, the projector's view, the log's tail, the lease, and the
+commit that carries RunResumed. The resume is done by a fresh process (``resume`` mode), as the
+bench's resume figure is; ``--cprofile`` prints the hottest functions of the step loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.cli import configure_logging
+from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.settings import CommonSettings
+from agentledger.stack import resolve_endpoints
+from agentledger.views.redis_store import RedisViewStore
+from bench.harness import percentile
+from bench.peers.base import Env
+from bench.peers.ledger_sdk import LedgerSdkPeer
+
+PHASES: dict[str, tuple[type, str]] = {
+    "connections": (KafkaEventLog, "start"),
+    "end offsets": (KafkaEventLog, "run_end_positions"),
+    "view": (RedisViewStore, "load_at"),
+    "tail": (KafkaEventLog, "read_run"),
+    "lease": (RedisLeaseStore, "acquire"),
+    "commits": (KafkaEventLog, "publish"),
+}
+
+
+class Timers:
+    """Seconds spent in each wrapped call, by phase, while ``recording``."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.recording = False
+
+    def install(self) -> None:
+        """Wrap every method of :data:`PHASES` (process-wide: this is a diagnostic process)."""
+        for phase, (cls, attr) in PHASES.items():
+            setattr(cls, attr, self._wrap(phase, getattr(cls, attr)))
+
+    def _wrap(
+        self, phase: str, fn: Callable[..., Awaitable[Any]]
+    ) -> Callable[..., Awaitable[Any]]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                if self.recording:
+                    self.spent[phase] += time.perf_counter() - start
+                    self.calls[phase] += 1
+
+        return timed
+
+    @contextmanager
+    def record(self) -> Iterator[None]:
+        """Count what happens inside, from zero."""
+        self.spent.clear()
+        self.calls.clear()
+        self.recording = True
+        try:
+            yield
+        finally:
+            self.recording = False
+
+    def breakdown(self, total_s: float) -> dict[str, Any]:
+        """Milliseconds per phase, the calls made, and what no wrapped call explains."""
+        out: dict[str, Any] = {
+            p: {"ms": round(self.spent[p] * 1000, 2), "calls": self.calls[p]}
+            for p in PHASES
+            if self.calls[p]
+        }
+        out["other (fold, checks, events, Python)"] = {
+            "ms": round((total_s - sum(self.spent.values())) * 1000, 2)
+        }
+        out["total"] = {"ms": round(total_s * 1000, 2)}
+        return out
+
+
+async def _env() -> Env:
+    endpoints = await resolve_endpoints(CommonSettings())
+    return Env(
+        work_dir="/tmp",
+        kafka_bootstrap=endpoints.kafka_bootstrap,
+        redis_url=endpoints.redis_url,
+    )
+
+
+async def _measure(steps: int, use_cprofile: bool) -> dict[str, Any]:
+    env = await _env()
+    timers = Timers()
+    timers.install()
+    report: dict[str, Any] = {}
+    async with LedgerSdkPeer.sidecar(env, "profile"):
+        peer = LedgerSdkPeer(env, "profile")
+        await peer.start()
+        try:
+            await peer.run("warmup", 5)
+            opens: list[float] = []
+            with timers.record():
+                for i in range(10):
+                    await peer.run(f"open-{i}", 1)
+            opens = [x * 1000 for x in peer.open_s[-10:]]
+            report["open_new_run_ms_p50"] = round(percentile(opens, 50), 2)
+            report["open_and_one_step_breakdown_10_runs"] = timers.breakdown(
+                sum(timers.spent.values())
+            )
+            profiler = cProfile.Profile() if use_cprofile else None
+            cpu = time.process_time()
+            start = time.perf_counter()
+            with timers.record():
+                if profiler is not None:
+                    profiler.enable()
+                lat = await peer.run("steps", steps)
+                if profiler is not None:
+                    profiler.disable()
+            wall = time.perf_counter() - start
+            report["step_p50_ms"] = round(percentile([x * 1000 for x in lat], 50), 3)
+            report["cpu_us_per_step_1run"] = round((time.process_time() - cpu) * 1e6 / steps, 1)
+            report["step_loop_breakdown"] = timers.breakdown(wall)
+            if profiler is not None:
+                text = io.StringIO()
+                pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+                report["cprofile_top"] = text.getvalue().splitlines()[:60]
+            # A run left open mid-way, resumed by a fresh process.
+            crashed = f"crashed-{time.time_ns()}"
+            await _crash_run(peer, crashed, steps)
+        finally:
+            await peer.stop()
+        await asyncio.sleep(1.0)  # let the projector catch up, as a real restart would
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.profile",
+            "--resume",
+            crashed,
+            "--steps",
+            str(steps),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        stdout, _ = await proc.communicate()
+        report["resume_fresh_process"] = json.loads(stdout.decode().strip().splitlines()[-1])
+    return report
+
+
+async def _crash_run(peer: LedgerSdkPeer, run_id: str, steps: int) -> None:
+    """``steps`` steps of a run planned one step longer, then the handle is dropped unfinished
+    (as a crash between steps: the lease is left to the resumer, same worker id)."""
+
+    async def stop_early(done: int) -> None:
+        if done == steps:
+            raise _Stop
+
+    with contextlib.suppress(_Stop):
+        await peer.run(run_id, steps + 1, stop_early)
+
+
+class _Stop(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Ends the crashed run between steps."""
+
+
+async def _resume(run_id: str, steps: int) -> dict[str, Any]:
+    env = await _env()
+    timers = Timers()
+    timers.install()
+    ready: list[float] = []
+    with timers.record():
+        start = time.perf_counter()
+        peer = LedgerSdkPeer(env, "profile", fresh=False)
+        await peer.start()
+
+        async def probe(done: int) -> None:
+            ready.append(time.perf_counter() - start)
+
+        await peer.resume(run_id, steps, probe)
+    await peer.stop()
+    return {"detail": peer.resume_detail, "breakdown": timers.breakdown(ready[0])}
+
+
+def main() -> None:
+    """Print the profile as JSON."""
+    p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--cprofile", action="store_true")
+    p.add_argument("--resume", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    configure_logging("WARNING")
+    if a.resume:
+        print(json.dumps(asyncio.run(_resume(a.resume, a.steps))))
+        return
+    print(json.dumps(asyncio.run(_measure(a.steps, a.cprofile)), indent=1))
+
+
+if __name__ == "__main__":
+    main()
