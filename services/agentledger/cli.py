@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentledger.projector.commands",
     "agentledger.worker.commands",
     "agentledger.fleet.commands",
+    "agentledger.console.commands",
 )
 
 EXIT_ERROR = 2

@@ -13,8 +13,16 @@ import asyncio
 import time
 
 from agentledger.errors import ApprovalError, LeaseHeldError
-from agentledger.events.models import FINISHED_STATUSES, ApprovalDecided, Decision, ResumeRequested
+from agentledger.events.models import (
+    FINISHED_STATUSES,
+    ApprovalDecided,
+    Decision,
+    ResumeRequested,
+    now_ms,
+)
+from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
+from agentledger.fleet.wiring import operator
 from agentledger.worker.ledger import Ledger
 from agentledger.worker.loader import load_view
 
@@ -76,3 +84,30 @@ async def decide_run(
             if time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(RETRY_S)
+
+
+async def decide_as_operator(
+    settings: FleetSettings,
+    run_id: str,
+    decision: Decision,
+    *,
+    approver: str,
+    expires_in_s: float | None = None,
+    intent_hash: str | None = None,
+    note: str = "",
+    resume: bool = True,
+) -> ApprovalDecided:
+    """``runs approve|reject`` (and the console's buttons): :func:`decide_run` as an operator.
+
+    An approval is valid for ``expires_in_s`` (default ``approval_ttl_s``) from now.
+    """
+    expires_at = None
+    if decision == "approved":
+        ttl = expires_in_s if expires_in_s is not None else settings.approval_ttl_s
+        expires_at = now_ms() + int(ttl * 1000)
+    async with operator(settings, approver) as op:
+        return await decide_run(
+            op.ledger, run_id, decision, approver=approver, expires_at=expires_at,
+            intent_hash=intent_hash, note=note, resume=resume,
+            lease_wait_s=settings.approval_lease_wait_s, barrier=op.barrier,
+        )  # fmt: skip

@@ -12,9 +12,9 @@ from typing import Any
 
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ConfigurationError
-from agentledger.events.models import Decision, now_ms
+from agentledger.events.models import Decision
 from agentledger.fleet.agent import agent_name, load_agent
-from agentledger.fleet.approvals import decide_run
+from agentledger.fleet.approvals import decide_as_operator
 from agentledger.fleet.fork import fork_run
 from agentledger.fleet.listing import render_list, render_show, run_detail, run_summary
 from agentledger.fleet.settings import FleetSettings
@@ -164,16 +164,12 @@ async def _decide(args: argparse.Namespace) -> int:
     settings = await _settings()
     decision: Decision = args.decision
     approver = args.approver or requester()
-    expires_at = None
-    if decision == "approved":
-        ttl = parse_duration_s(args.expires_in) if args.expires_in else settings.approval_ttl_s
-        expires_at = now_ms() + int(ttl * 1000)
-    async with operator(settings, approver) as op:
-        event = await decide_run(
-            op.ledger, args.run_id, decision, approver=approver, expires_at=expires_at,
-            intent_hash=args.intent_hash, note=args.note, resume=not args.no_resume,
-            lease_wait_s=settings.approval_lease_wait_s, barrier=op.barrier,
-        )  # fmt: skip
+    event = await decide_as_operator(
+        settings, args.run_id, decision, approver=approver,
+        expires_in_s=_expires_in_s(args, decision),
+        intent_hash=args.intent_hash, note=args.note, resume=not args.no_resume,
+    )  # fmt: skip
+    expires_at = event.expires_at
     _print_text(
         f"{args.run_id}: {decision} by {approver} (intent {event.intent_hash}, generation "
         f"{event.generation}"
@@ -182,6 +178,11 @@ async def _decide(args: argparse.Namespace) -> int:
         + ("" if args.no_resume else "; resume requested")
     )
     return 0
+
+
+def _expires_in_s(args: argparse.Namespace, decision: Decision) -> float | None:
+    expires_in = getattr(args, "expires_in", None) if decision == "approved" else None
+    return parse_duration_s(expires_in) if expires_in else None
 
 
 async def _fork(args: argparse.Namespace) -> int:

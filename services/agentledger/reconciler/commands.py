@@ -11,11 +11,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agentledger.alerts.book import AlertBook
+from agentledger.alerts.ack import ack_alert
 from agentledger.alerts.model import AlertRecord
 from agentledger.alerts.redis_store import RedisAlertStore, RedisSinkDeadLetter
 from agentledger.bus.consumer import KafkaEventConsumer
-from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ConfigurationError, RunError
 from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
@@ -154,18 +153,10 @@ async def _alerts_tail(args: argparse.Namespace) -> int:
 
 
 async def _alerts_ack(args: argparse.Namespace) -> int:
-    settings = await _settings()
-    redis = Redis.from_url(_redis_url(settings))
-    try:
-        book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
-        event = await book.ack(args.alert_id, args.by)
-        if event is None:
-            sys.stderr.write(f"agentledger: no open alert {args.alert_id}\n")
-            return EXIT_NOT_FOUND
-        async with KafkaPublisher(settings, client_id="agentledger-alerts-ack") as publisher:
-            await book.publish(publisher, [event])
-    finally:
-        await redis.aclose()
+    event = await ack_alert(await _settings(), args.alert_id, args.by)
+    if event is None:
+        sys.stderr.write(f"agentledger: no open alert {args.alert_id}\n")
+        return EXIT_NOT_FOUND
     if args.json:
         _out(json.dumps(event.model_dump(mode="json"), sort_keys=True))
     else:

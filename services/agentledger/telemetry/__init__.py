@@ -1,0 +1,1 @@
+"""Observability shared by the services: Prometheus metrics and OpenTelemetry spans."""
