@@ -1,4 +1,7 @@
-"""Where alerts go besides the alerts topic: structured logs and an HTTP webhook.
+"""Where alerts go besides the alerts topic: structured logs and HTTP webhooks.
+
+A webhook POSTs :func:`alert_body` by default, or another body (PagerDuty's, Slack's: see
+:mod:`agentledger.alerts.vendors`).
 
 The webhook sink retries a failing receiver with backoff and, once its attempts are spent (or the
 receiver refuses the alert with a 4xx that retrying cannot fix), keeps the alert in its own dead
@@ -99,6 +102,8 @@ class WebhookSink(AlertSink):
         url: str,
         *,
         dead_letter: SinkDeadLetter,
+        name: str = "webhook",
+        body: Callable[[Alert], dict[str, Any]] = alert_body,
         attempts: int = 8,
         backoff: Backoff | None = None,
         timeout_s: float = 5.0,
@@ -108,6 +113,8 @@ class WebhookSink(AlertSink):
         clock: Callable[[], int] = now_ms,
     ) -> None:
         self.url = url
+        self.name = name
+        self._body = body
         self._dead_letter = dead_letter
         self._attempts = max(attempts, 1)
         self._backoff = backoff or Backoff(base_ms=200, max_ms=10_000)
@@ -167,7 +174,7 @@ class WebhookSink(AlertSink):
         headers = {"Idempotency-Key": alert.event_id, "X-Agentledger-Alert-Code": alert.code}
         try:
             async with self._session.post(
-                self.url, json=alert_body(alert), headers=headers
+                self.url, json=self._body(alert), headers=headers
             ) as response:
                 status = response.status
                 text = (await response.read())[:300].decode("utf-8", "replace")

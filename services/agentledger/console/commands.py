@@ -30,9 +30,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 async def _console(args: argparse.Namespace) -> int:
     settings = await resolve_settings(ConsoleSettings())
     overrides = {
-        k: v
-        for k, v in (("console_host", args.host), ("console_port", args.port))
-        if v is not None
+        k: v for k, v in (("console_host", args.host), ("console_port", args.port)) if v is not None
     }
     settings = settings.model_copy(update=overrides)
     reconciler = await resolve_settings(ReconcilerSettings())

@@ -8,23 +8,28 @@ alert relay feeding the sinks from the alerts and dead-letter topics alongside.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import structlog
 
 from agentledger.alerts.book import AlertBook
+from agentledger.alerts.delivery import SinkDeadLetter
 from agentledger.alerts.redis_store import (
     RedisAlertStore,
     RedisDeliveryLedger,
     RedisSinkDeadLetter,
 )
 from agentledger.alerts.relay import AlertRelay
-from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink
+from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink, alert_body
+from agentledger.alerts.vendors import pagerduty_body, slack_body
 from agentledger.bus.consumer import KafkaEventConsumer
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import AgentLedgerError
+from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.providers.protocol import Provider
@@ -68,14 +73,7 @@ async def open_reconciler(
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="reconciler")
         undelivered = RedisSinkDeadLetter(redis, settings.key_prefix)
         sinks: list[AlertSink] = [LogSink()] if settings.alerts_log else []
-        if settings.webhook_url is not None:
-            webhook = WebhookSink(
-                settings.webhook_url,
-                dead_letter=undelivered,
-                attempts=settings.webhook_attempts,
-                backoff=settings.webhook_backoff,
-                timeout_s=settings.webhook_timeout_s,
-            )
+        for webhook in webhook_sinks(settings, undelivered):
             sinks.append(await stack.enter_async_context(webhook))
         relay = AlertRelay(
             sinks, RedisDeliveryLedger(redis, settings.key_prefix), book=book, publisher=log
@@ -84,6 +82,32 @@ async def open_reconciler(
             settings, log=log, views=views, leases=leases, providers=providers, book=book
         )
         yield ReconcilerApp(settings, reconciler, relay, book, log, views, leases, undelivered)
+
+
+def webhook_sinks(settings: ReconcilerSettings, undelivered: SinkDeadLetter) -> list[WebhookSink]:
+    """The HTTP sinks the settings name: the generic webhook, PagerDuty, Slack."""
+    found: list[tuple[str, str, Callable[[Alert], dict[str, Any]]]] = []
+    if settings.webhook_url is not None:
+        found.append(("webhook", settings.webhook_url, alert_body))
+    if settings.pagerduty_routing_key is not None:
+        key = settings.pagerduty_routing_key.get_secret_value()
+        found.append(
+            ("pagerduty", settings.pagerduty_url, partial(pagerduty_body, routing_key=key))
+        )
+    if settings.slack_webhook_url is not None:
+        found.append(("slack", settings.slack_webhook_url.get_secret_value(), slack_body))
+    return [
+        WebhookSink(
+            url,
+            name=name,
+            body=body,
+            dead_letter=undelivered,
+            attempts=settings.webhook_attempts,
+            backoff=settings.webhook_backoff,
+            timeout_s=settings.webhook_timeout_s,
+        )
+        for name, url, body in found
+    ]
 
 
 def _relay_topics(settings: ReconcilerSettings) -> list[str]:

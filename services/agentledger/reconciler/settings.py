@@ -6,9 +6,10 @@ import os
 import socket
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from agentledger.alerts.retry import Backoff
+from agentledger.alerts.vendors import PAGERDUTY_EVENTS_URL
 from agentledger.providers.settings import ProviderSettings
 
 
@@ -97,15 +98,24 @@ class ReconcilerSettings(ProviderSettings):
     webhook_backoff_base_ms: int = Field(default=200, ge=1)
     webhook_backoff_max_ms: int = Field(default=10_000, ge=1)
     alerts_log: bool = Field(default=True, description="log every alert event")
+    pagerduty_routing_key: SecretStr | None = Field(
+        default=None, description="send alerts to PagerDuty (Events API v2) with this key"
+    )
+    pagerduty_url: str = Field(
+        default=PAGERDUTY_EVENTS_URL, description="PagerDuty's Events API v2 enqueue URL"
+    )
+    slack_webhook_url: SecretStr | None = Field(
+        default=None, description="post alerts to this Slack incoming webhook"
+    )
 
-    @field_validator("webhook_url")
+    @field_validator("webhook_url", "pagerduty_url")
     @classmethod
     def _webhook_http(cls, value: str | None) -> str | None:
         if value is None or value == "":
             return None
         if not value.startswith(("http://", "https://")):
             msg = (
-                f"AGENTLEDGER_WEBHOOK_URL={value!r}: must start with http:// or https://, "
+                f"{value!r}: an alert sink's URL must start with http:// or https://, "
                 "e.g. https://hooks.example.com/agentledger"
             )
             raise ValueError(msg)
