@@ -6,7 +6,15 @@ import os
 import socket
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agentledger.alerts.retry import Backoff
 from agentledger.alerts.vendors import PAGERDUTY_EVENTS_URL
@@ -110,12 +118,13 @@ class ReconcilerSettings(ProviderSettings):
 
     @field_validator("webhook_url", "pagerduty_url")
     @classmethod
-    def _webhook_http(cls, value: str | None) -> str | None:
+    def _webhook_http(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None or value == "":
             return None
         if not value.startswith(("http://", "https://")):
+            var = f"AGENTLEDGER_{(info.field_name or '').upper()}"
             msg = (
-                f"{value!r}: an alert sink's URL must start with http:// or https://, "
+                f"{var}={value!r}: must start with http:// or https://, "
                 "e.g. https://hooks.example.com/agentledger"
             )
             raise ValueError(msg)
