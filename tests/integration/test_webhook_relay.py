@@ -17,6 +17,8 @@ from tests.integration.test_reconciler import eventually, reconciler_settings
 
 pytestmark = pytest.mark.integration
 FAILURES_PER_ALERT = 2
+#: A bound on stopping and draining, so a service that does not stop fails the test clearly.
+STOP_BOUND_S = 30
 
 
 @dataclass
@@ -90,10 +92,41 @@ async def test_webhook_delivers_each_alert_exactly_once(
             stop.set()
             relay.cancel()
             with pytest.raises(asyncio.CancelledError):
-                await relay
-        assert await drain_alerts(app) == 6  # read again from the start: nothing re-sent
+                async with asyncio.timeout(STOP_BOUND_S):
+                    await relay
+        async with asyncio.timeout(STOP_BOUND_S):
+            drained = await drain_alerts(app)
+        assert drained == 6  # read again from the start: nothing re-sent
         assert await app.undelivered.entries() == []
     assert set(state.accepted.values()) == {1}
     assert len(state.accepted) == 6
     assert set(state.attempts.values()) == {FAILURES_PER_ALERT + 1}
     assert sorted(s for _, s in state.states) == ["closed"] + ["open"] * 5
+
+
+async def test_the_relay_ends_when_stop_is_set_without_a_cancel(
+    ledger_settings: CommonSettings, receiver: tuple[FlakyReceiver, str]
+) -> None:
+    """A relay waiting for records returns once ``stop`` is set: stopping never needs a cancel."""
+    state, url = receiver
+    settings = reconciler_settings(
+        ledger_settings, "http://127.0.0.1:9", "rec-stop", webhook_url=url
+    )
+    condition = AlertCondition(code="run.orphaned", run_id="run-0", summary="orphan 0")
+    async with open_reconciler(settings) as app:
+        await app.book.publish(app.log, await app.book.observe([condition]))
+        stop = asyncio.Event()
+        relay = asyncio.get_running_loop().create_task(relay_forever(app, stop))
+
+        async def delivered() -> bool:
+            return sum(state.accepted.values()) >= 1
+
+        try:
+            await eventually(delivered, "the alert at the receiver")  # the relay is consuming
+            stop.set()
+            async with asyncio.timeout(STOP_BOUND_S):
+                await relay
+        finally:
+            relay.cancel()
+    assert relay.done()
+    assert not relay.cancelled()

@@ -37,10 +37,14 @@ async def start_client(client: _Client, *, bootstrap: str, timeout_ms: int, role
     """Start an aiokafka client within ``timeout_ms`` or raise UnreachableError naming the servers.
 
     aiokafka retries some steps forever (finding the transaction coordinator, the producer id),
-    so an unreachable broker would otherwise hang the caller.
+    so an unreachable broker would otherwise hang the caller. ``asyncio.timeout``, not
+    ``wait_for``: on Python 3.11 ``wait_for`` drops a cancellation that arrives as the start
+    completes, and the cancelled service then runs on forever. A start that fails or is
+    cancelled half-way stops the client, so none of its sockets is left open.
     """
     try:
-        await asyncio.wait_for(client.start(), timeout=timeout_ms / 1000)
+        async with asyncio.timeout(timeout_ms / 1000):
+            await client.start()
     except (TimeoutError, KafkaError, OSError) as e:
         await stop_client(client)
         hint = (
@@ -48,12 +52,19 @@ async def start_client(client: _Client, *, bootstrap: str, timeout_ms: int, role
             "is the broker up (agentledger stack status) and AGENTLEDGER_KAFKA_BOOTSTRAP right?"
         )
         raise UnreachableError("Kafka", bootstrap, hint) from e
+    except BaseException:
+        await stop_client(client)
+        raise
 
 
 async def stop_client(client: _Client) -> None:
-    """Stop a client, bounded in time; a failure to stop is logged, never raised."""
+    """Stop a client, bounded in time; a failure to stop is logged, never raised.
+
+    A cancellation during the stop is kept (``asyncio.timeout``: see :func:`start_client`).
+    """
     try:
-        await asyncio.wait_for(client.stop(), timeout=STOP_TIMEOUT_S)
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            await client.stop()
     except (TimeoutError, KafkaError, OSError) as e:
         _log.warning("kafka_client_stop_failed", error=f"{type(e).__name__}: {e}")
 

@@ -8,7 +8,7 @@ alert relay feeding the sinks from the alerts and dead-letter topics alongside.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -116,18 +116,40 @@ def _relay_topics(settings: ReconcilerSettings) -> list[str]:
 
 
 async def relay_forever(app: ReconcilerApp, stop: asyncio.Event) -> None:
-    """Feed the sinks from the alerts topics in a consumer group until ``stop``."""
+    """Feed the sinks from the alerts topics in a consumer group until ``stop`` or cancelled.
+
+    ``stop`` ends the relay even while it waits for records (it never relies on a cancellation
+    alone, which a library may swallow); a failed consumer is rebuilt after ``RELAY_RETRY_S``.
+    """
     group = f"{app.settings.topic_prefix}reconciler.alert-relay"
     while not stop.is_set():
+        failed = False
         try:
             async with KafkaEventConsumer(
                 app.settings, _relay_topics(app.settings), group_id=group, client_id=group
             ) as consumer:
-                await app.relay.consume(consumer, commit=consumer)
-        except AgentLedgerError as e:
-            _log.error("alert_relay_failed", error=str(e), retryable=e.retryable)
+                await until_stopped(app.relay.consume(consumer, commit=consumer), stop)
+        except* AgentLedgerError as group_error:
+            for e in group_error.exceptions:
+                retryable = e.retryable if isinstance(e, AgentLedgerError) else None
+                _log.error("alert_relay_failed", error=str(e), retryable=retryable)
+            failed = True
+        if failed:
             with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RELAY_RETRY_S)
+                async with asyncio.timeout(RELAY_RETRY_S):
+                    await stop.wait()
+
+
+async def until_stopped(work: Coroutine[object, object, object], stop: asyncio.Event) -> None:
+    """Await ``work`` until it ends or ``stop`` is set, then cancel it (its errors propagate).
+
+    Errors come wrapped in an ExceptionGroup (``except*``): work and watcher share a TaskGroup.
+    """
+    async with asyncio.TaskGroup() as tg:
+        worker = tg.create_task(work)
+        watcher = tg.create_task(stop.wait())
+        worker.add_done_callback(lambda _: watcher.cancel())
+        watcher.add_done_callback(lambda _: worker.cancel())
 
 
 async def drain_alerts(app: ReconcilerApp) -> int:
