@@ -12,13 +12,19 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agentledger.redaction import redacted_url
+
 DEFAULT_STATE_DIR = Path(".agentledger")
 
 
 class CommonSettings(BaseSettings):
     """Endpoints and topic layout; empty endpoints mean "use the embedded local stack"."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENTLEDGER_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a rejected value may be a URL with its password (the validators
+    # name the variable and show the value redacted instead).
+    model_config = SettingsConfigDict(
+        env_prefix="AGENTLEDGER_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     kafka_bootstrap: str | None = Field(
         default=None,
@@ -99,8 +105,8 @@ class CommonSettings(BaseSettings):
             return None
         if not value.startswith(("redis://", "rediss://", "unix://")):
             msg = (
-                f"AGENTLEDGER_REDIS_URL={value!r}: must start with redis://, rediss:// or "
-                "unix://, e.g. redis://127.0.0.1:6379/0"
+                f"AGENTLEDGER_REDIS_URL={redacted_url(value)!r}: must start with redis://, "
+                "rediss:// or unix://, e.g. redis://127.0.0.1:6379/0"
             )
             raise ValueError(msg)
         return value

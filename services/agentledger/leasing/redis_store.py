@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import redis.exceptions
 from redis.asyncio import Redis
@@ -19,6 +18,7 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
+from agentledger.redaction import redacted_url
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -42,13 +42,8 @@ def run_tag(run_id: str) -> str:
 
 
 def redacted(url: str) -> str:
-    """The URL without its password, for error messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL without its password nor secret query parameters, for logs and error messages."""
+    return redacted_url(url)
 
 
 class RedisLeaseStore(LeaseStore):

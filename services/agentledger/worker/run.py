@@ -229,12 +229,15 @@ class Run:
             reason = "failed checks: " + ", ".join(
                 f"{c.name} ({c.detail})" if c.detail else c.name for c in failed
             )
+            reason = payloads.text(
+                reason
+            )  # check details are free text: redacted for log and event
             writer.append(
                 StepRejected,
                 step=index,
                 step_name=name,
                 attempt=attempt,
-                reason=payloads.text(reason),
+                reason=reason,
                 result_json=encoded.json,
             )
             session.ensure_lease()

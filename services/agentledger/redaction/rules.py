@@ -1,0 +1,276 @@
+"""The secret shapes agentledger masks by default, each found in linear time (see ``scan``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+
+from agentledger.redaction.cards import card_spans
+from agentledger.redaction.scan import Finder, Hit, Lit, Run, Span, Step, Work, drive, read_tail
+
+#: Characters a window of a default rule's head may span (its failed attempts cost at most this).
+WINDOW = 64
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One secret shape: where it can start, what it looks like, which part of it is masked.
+
+    ``pattern`` is matched at each position ``anchor`` finds (a pattern without repeats), within
+    ``window`` characters; ``tail`` (possessive runs and literals) then reads the rest of the
+    secret, however long. ``group`` is the masked part (it runs to the tail's end when there is a
+    tail), ``check`` confirms it, ``spans`` picks the parts of it to mask. A ``finder`` replaces
+    all of that for shapes a head cannot express. A rule without an anchor (a project's own, from
+    :meth:`of`) is searched over the whole text, without the linear-time guarantee.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    group: int | str = 0
+    check: Callable[[str], bool] | None = field(default=None, compare=False)
+    spans: Callable[[str], list[Span]] | None = field(default=None, compare=False)
+    anchor: re.Pattern[str] | None = None
+    window: int = WINDOW
+    tail: tuple[Step, ...] = ()
+    finder: Finder | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        regex: str,
+        *,
+        group: int | str = 0,
+        flags: int = 0,
+        check: Callable[[str], bool] | None = None,
+        spans: Callable[[str], list[Span]] | None = None,
+        anchor: str | None = None,
+        window: int = WINDOW,
+        tail: tuple[Step, ...] = (),
+    ) -> Rule:
+        """Build a rule from regular expression strings (``anchor`` takes the same ``flags``)."""
+        start = None if anchor is None else re.compile(anchor, flags)
+        return cls(name, re.compile(regex, flags), group, check, spans, start, window, tail)
+
+    def find(self, text: str, work: Work) -> Iterator[Span]:
+        """The spans of ``text`` this rule masks, in order."""
+        if self.finder is not None:
+            yield from self.finder(text, work)
+        elif self.anchor is None:
+            work.unbounded += 1
+            work.linear(len(text))
+            for match in self.pattern.finditer(text):
+                if match.group(self.group) is not None:
+                    yield from self._masks(text, match.start(self.group), match.end(self.group))
+        else:
+            yield from drive(self.anchor, text, work, partial(self._attempt, text, work))
+
+    def _attempt(self, text: str, work: Work, pos: int) -> Hit | None:
+        end = min(len(text), pos + self.window)
+        work.bounded(end - pos)
+        match = self.pattern.match(text, pos, end)
+        if match is None or match.group(self.group) is None:
+            return None
+        stop = match.end(self.group)
+        if self.tail:
+            tail_end = read_tail(self.tail, text, match.end(), work)
+            if tail_end is None:
+                return None
+            stop = tail_end
+        return self._masks(text, match.start(self.group), stop), max(stop, match.end(), pos + 1)
+
+    def _masks(self, text: str, begin: int, end: int) -> list[Span]:
+        secret = text[begin:end]
+        if self.check is not None and not self.check(secret):
+            return []
+        if self.spans is None:
+            return [(begin, end)]
+        return [(begin + a, begin + b) for a, b in self.spans(secret)]
+
+
+def custom(name: str, finder: Finder) -> Rule:
+    """A rule whose spans ``finder`` computes (in linear time, recording its work)."""
+    return Rule(name, re.compile(""), finder=finder)
+
+
+# --- finders for the shapes a bounded head cannot express -------------------------------
+
+_PEM_HEAD = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,20}-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY[A-Z ]{0,20}-----")
+_PEM_WINDOW = 80
+
+
+def _pem_end(text: str, pos: int, work: Work) -> int:
+    """Where the PEM block whose body starts at ``pos`` ends (the end of the text without one)."""
+    while True:
+        found = text.find("-----END", pos)
+        work.linear((len(text) if found < 0 else found) - pos)
+        if found < 0:
+            return len(text)
+        work.bounded(min(_PEM_WINDOW, len(text) - found))
+        closing = _PEM_END.match(text, found, found + _PEM_WINDOW)
+        if closing is not None:
+            return closing.end()
+        pos = found + 1
+
+
+def private_keys(text: str, work: Work) -> Iterator[Span]:
+    """PEM private key blocks, header to footer (or to the end of a cut-off text)."""
+
+    def attempt(pos: int) -> Hit | None:
+        work.bounded(min(_PEM_WINDOW, len(text) - pos))
+        head = _PEM_HEAD.match(text, pos, pos + _PEM_WINDOW)
+        if head is None:
+            return None
+        end = _pem_end(text, head.end(), work)
+        return [(pos, end)], end
+
+    yield from drive(re.compile("-----BEGIN"), text, work, attempt)
+
+
+_SCHEME_CHAR = re.compile(r"[A-Za-z0-9+.\-]")
+_USERINFO = Run(r"^\s/?#")
+
+
+def url_passwords(text: str, work: Work) -> Iterator[Span]:
+    """The password of ``scheme://user:password@host``: after the first ``:`` of the userinfo
+    (the user has neither ``:`` nor ``@``), up to its last ``@``."""
+
+    def attempt(pos: int) -> Hit | None:
+        if pos == 0 or not _SCHEME_CHAR.fullmatch(text[pos - 1]):
+            return None
+        start = pos + 3
+        end = _USERINFO.read(text, start, work)
+        if end is None:  # a run with no minimum always reads; this keeps mypy informed
+            return None
+        work.linear(3 * (end - start))  # the three searches below
+        colon = text.find(":", start, end)
+        first_at = text.find("@", start, end)
+        # resume at end - 1: the next "://" may begin with the ':' before the '/' that ended it
+        resume = max(pos + 1, end - 1)
+        if colon < 0 or 0 <= first_at < colon:
+            return [], resume
+        at = text.rfind("@", colon + 1, end)
+        return ([(colon + 1, at)] if at > colon + 1 else []), resume
+
+    yield from drive(re.compile("://"), text, work, attempt)
+
+
+_CARD_RUN = re.compile(r"\d(?:[ \u00a0\u2007\u202f.\-]{0,2}+\d)*+")
+_CARD_MIN_DIGITS = 13
+
+
+def card_numbers(text: str, work: Work) -> Iterator[Span]:
+    """Card numbers in a run of digit groups (separated by up to two spaces, no-break spaces,
+    dots or dashes); :func:`card_spans` finds the card in the run."""
+
+    def attempt(pos: int) -> Hit | None:
+        run = _CARD_RUN.match(text, pos)
+        if run is None:  # the anchor is a digit, so the run always matches
+            return None
+        work.linear(2 * (run.end() - pos) + 3)  # the run, and counting its digits
+        body = run.group()
+        if sum(char.isdigit() for char in body) < _CARD_MIN_DIGITS:
+            return [], run.end()
+        return [(pos + a, pos + b) for a, b in card_spans(body)], run.end()
+
+    yield from drive(re.compile(r"(?<!\d)\d"), text, work, attempt)
+
+
+# --- the default shapes ------------------------------------------------------------------
+
+_LEFT = r"(?<![A-Za-z0-9])"
+_TOKEN = "A-Za-z0-9_\\-"  # noqa: S105 - a character class, not a password
+_ALNUM = "A-Za-z0-9"
+
+
+def _token(name: str, prefix: str, body: str, least: int, chars: str | None = _ALNUM) -> Rule:
+    """``prefix`` (not glued to a letter or digit on its left) and at least ``least`` of
+    ``body``; the tail reads the rest of the run of ``chars`` (None: exactly ``least``)."""
+    return Rule.of(
+        name,
+        f"{prefix}[{body}]{{{least}}}",
+        anchor=_LEFT + prefix,
+        window=WINDOW + least,
+        tail=() if chars is None else (Run(chars),),
+    )
+
+
+#: Words that, followed by ``=`` or ``:``, introduce a secret in free text, in a query string
+#: or in JSON written inside a string (``api_key=…``, ``X-Api-Key: …``, ``?password=…``,
+#: ``\"clientSecret\": \"…\"``). Either not glued to a letter or digit, or a camelCase word.
+_WORDS = (
+    r"pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-]?key|access[_\-]?key"
+    r"|private[_\-]?key(?:[_\-]?id)?|credentials?"
+)
+_ASSIGNED = (
+    rf"(?i:{_WORDS})(?:\\?[\"'])?[ \t]{{0,4}}[:=][ \t]{{0,4}}(?:\\?[\"'])?"
+    r"(?P<val>(?<=[\"'])[^\"'\\\n]{1,256}+|(?<![\"'])[^\s\"'&,;<>\\]{1,256}+)"
+)
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    custom("private_key", private_keys),
+    custom("url_password", url_passwords),
+    Rule.of(
+        "bearer_token",
+        r"bearer\s{1,16}+(?P<tok>[A-Za-z0-9\-._~+/]{8})",
+        group="tok",
+        flags=re.IGNORECASE,
+        anchor=_LEFT + "bearer",
+        tail=(Run(r"A-Za-z0-9\-._~+/"), Run("=")),
+    ),
+    Rule.of(
+        "basic_auth",
+        r"basic\s{1,16}+(?P<tok>[A-Za-z0-9+/]{8})",
+        group="tok",
+        flags=re.IGNORECASE,
+        anchor=_LEFT + "basic",
+        tail=(Run("A-Za-z0-9+/"), Run("=")),
+    ),
+    Rule.of(
+        "jwt",
+        rf"eyJ[{_TOKEN}]{{5,}}+\.eyJ",
+        anchor=_LEFT + "eyJ",
+        window=512,
+        tail=(Run(_TOKEN, 5), Lit("."), Run(_TOKEN)),
+    ),
+    _token("stripe_key", "(?:sk|rk|pk)_(?:live|test)_", _ALNUM, 10),
+    _token("stripe_webhook_secret", "whsec_", _ALNUM + "+/=", 20, _ALNUM + "+/="),
+    _token("openai_key", "sk-", _TOKEN, 20, _TOKEN),
+    Rule.of(
+        "aws_access_key_id",
+        "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}",
+        anchor=_LEFT + "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)",
+    ),
+    Rule.of(
+        "aws_secret_access_key",
+        r"(?i:aws_?secret_?access_?key|aws_?secret)[\"'\s:=]{1,16}+(?P<sec>[A-Za-z0-9/+=]{40})",
+        group="sec",
+        anchor="(?i:aws)",
+        window=100,
+    ),
+    _token("github_token", "gh[pousr]_", _ALNUM, 30),
+    _token("github_token", "github_pat_", _ALNUM + "_", 22, _ALNUM + "_"),
+    _token("slack_token", "xox[abposr]-", _ALNUM + "\\-", 10, _ALNUM + "\\-"),
+    _token(
+        "slack_webhook",
+        r"https://hooks\.slack\.com/services/",
+        "A-Za-z0-9/_\\-",
+        1,
+        "A-Za-z0-9/_\\-",
+    ),
+    _token("google_api_key", "AIza", _TOKEN, 35, None),
+    _token("npm_token", "npm_", _ALNUM, 30),
+    _token("huggingface_token", "hf_", _ALNUM, 30),
+    custom("card_number", card_numbers),
+    Rule.of(
+        "secret_assignment",
+        _ASSIGNED,
+        group="val",
+        anchor=rf"(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z]))(?i:{_WORDS})",
+        window=320,
+        tail=(Run(r"^\s\"'&,;<>\\"),),
+    ),
+)
