@@ -132,7 +132,12 @@ class KafkaEventLog(EventLog):
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
-        self._producer = await self._open_producer()
+        # The reader's offsets consumer connects beside the producer: a resume needs both.
+        opening = asyncio.ensure_future(self._open_producer())
+        try:
+            await self._reader.warm()
+        finally:
+            self._producer = await opening
         self._loop_task = asyncio.get_running_loop().create_task(
             self._commit_loop(), name=f"group-commit:{self._transactional_id}"
         )
@@ -347,7 +352,9 @@ class KafkaEventLog(EventLog):
             if producer is None:
                 raise UnreachableError("Kafka", self._bootstrap, "the producer is reconnecting")
             try:
-                counts = {t: len(await producer.partitions_for(t)) for t in self.topics.run_topics}
+                counts = self._reader.partition_counts() or {
+                    t: len(await producer.partitions_for(t)) for t in self.topics.run_topics
+                }
             except KafkaError as e:
                 raise UnreachableError(
                     "Kafka", self._bootstrap, f"no metadata for {self.topics.run_topics}: {e!r}"

@@ -252,4 +252,33 @@ class RunReader:
             timeout_ms=self._connect_timeout_ms,
             role="run reader",
         )
+        await self._learn_run_topics(consumer)
         return consumer
+
+    async def warm(self) -> None:
+        """Connect the offsets consumer now (a worker's start does it beside the producer's), so
+        that the first resume does not pay for it."""
+        await self._offsets()
+
+    def partition_counts(self) -> dict[str, int]:
+        """The partition count of each run topic as the offsets consumer learnt it (empty when
+        it has not connected yet or does not know them all)."""
+        client = self._offsets_client
+        if client is None:
+            return {}
+        counts = {t: len(client.partitions_for_topic(t) or ()) for t in self._run_topics}
+        return counts if all(counts.values()) else {}
+
+    async def _learn_run_topics(self, consumer: AIOKafkaConsumer) -> None:
+        """Ask the metadata of every run topic in one request. Left alone, aiokafka learns an
+        unknown topic only when an offsets request fails on it, then sleeps retry_backoff_ms
+        (100 ms) before the next try: one topic per try, 300 ms before a first resume."""
+        client = getattr(consumer, "_client", None)
+        set_topics = getattr(client, "set_topics", None)
+        if set_topics is None:  # aiokafka internals changed: the slow path still works
+            return
+        try:
+            await asyncio.wait_for(set_topics(list(self._run_topics)), self._read_timeout_ms / 1000)
+        except (TimeoutError, KafkaError) as e:
+            await stop_client(consumer)
+            raise UnreachableError("Kafka", self._bootstrap, "run topics' metadata") from e
