@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaProducer
 from agentledger.bus.admin import delete_topics, kafka_admin
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.partitioning import run_key
+from agentledger.bus.port import FenceGuard
 from agentledger.errors import (
     ProducerFencedError,
     PublishError,
@@ -170,3 +171,32 @@ async def test_concurrent_reads_of_many_runs_each_return_their_own_events(
             }.values()
         )
         assert total >= 2 * len(runs)  # every committed event lies below its partition's end
+
+
+class SlowThenBrokenGuard(FenceGuard):
+    """Answers its first check only after the transaction's records were sent, then fails."""
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+    async def stale(self, fences: dict[str, int]) -> set[str]:
+        """Fail the first check (late), say every claim is live afterwards."""
+        self.checks += 1
+        if self.checks == 1:
+            await asyncio.sleep(0.2)  # the records are in the open transaction by now
+            raise OSError("redis went away")
+        return set()
+
+
+async def test_a_fence_check_failing_beside_the_transaction_writes_nothing(
+    ledger_settings: CommonSettings,
+) -> None:
+    """The fence check runs beside begin and send: when it fails, the sent records are aborted
+    (never visible to read_committed readers) and the next publish commits."""
+    guard = SlowThenBrokenGuard()
+    async with KafkaEventLog(ledger_settings, transactional_id="late-guard", guard=guard) as log:
+        with pytest.raises(PublishError, match="fence check failed"):
+            await log.publish([started("late")])
+        assert await log.read_run("late") == []
+        await log.publish([started("late", seq=1, fence=2)])
+        assert [e.fence for e in await log.read_run("late")] == [2]

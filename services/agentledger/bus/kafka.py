@@ -1,7 +1,8 @@
 """The Kafka event log: one transactional producer and a group-commit loop shared by all runs.
 
 ``publish`` encodes its events, queues them and waits. The loop takes everything pending, asks
-the FenceGuard once for all runs in it, writes it all in ONE transaction and resolves each
+the FenceGuard once for all runs in it (beside the transaction's begin and send, before its
+commit), writes it all in ONE transaction and resolves each
 caller's future: concurrent runs share a commit, a single run pays about one commit per publish.
 A commit that failed is never reported as success; after any failure the producer is replaced
 (InitProducerId with the same transactional id aborts whatever the old one left open).
@@ -70,6 +71,22 @@ class CommitStats:
     failed_commits: int = 0
     producer_resets: int = 0
     batch_sizes: list[int] = field(default_factory=list)
+
+
+class _StaleClaims(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
+    """The fence check found stale claims; the transaction was aborted."""
+
+    def __init__(self, stale: set[tuple[str, int]]) -> None:
+        super().__init__(f"{len(stale)} stale claim(s)")
+        self.stale = stale
+
+
+class _CheckFailed(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
+    """The fence check could not be made; the transaction was aborted."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 class KafkaEventLog(EventLog):
@@ -235,27 +252,44 @@ class KafkaEventLog(EventLog):
         if not live:
             return
         timeout = self._settings.kafka_publish_timeout_ms / 1000
+        checking: asyncio.Task[set[tuple[str, int]]] | None = None
         if self._guard is not None:
-            try:
-                stale = await asyncio.wait_for(
-                    stale_claims(self._guard, [p.events for p in live]), timeout
-                )
-            except (AgentLedgerError, TimeoutError, OSError) as e:
-                self._fail(live, PublishError(f"fence check failed, nothing was written: {e!r}"))
-                return
+            # The fence check runs beside begin + send; the transaction commits only once it has
+            # said every claim is live (else it is aborted: read_committed readers never see it).
+            checking = asyncio.ensure_future(
+                asyncio.wait_for(stale_claims(self._guard, [p.events for p in live]), timeout)
+            )
+        try:
+            await self._write(live, timeout, checking)
+        except _StaleClaims as e:
             writable = []
             for p in live:
-                error = stale_error(p.events, stale)
+                error = stale_error(p.events, e.stale)
                 if error is None:
                     writable.append(p)
                 elif not p.done.done():  # a cancelled publisher must not fail its batch-mates
                     p.done.set_exception(error)
-            live = writable
-            if not live:
-                return
+            if writable:  # the check said these are live: write them alone
+                await self._write(writable, timeout, None)
+        except _CheckFailed as e:
+            self._fail(live, PublishError(f"fence check failed, nothing was written: {e.error!r}"))
+        finally:
+            if checking is not None and not checking.done():
+                checking.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await checking
+
+    async def _write(
+        self,
+        live: list[_Pending],
+        limit_s: float,
+        checking: asyncio.Task[set[tuple[str, int]]] | None,
+    ) -> None:
+        """One transaction of ``live``; raises _StaleClaims/_CheckFailed (after aborting it) when
+        the fence check does not let it commit; resolves or fails every publish otherwise."""
         stage = ["open"]
         try:
-            await asyncio.wait_for(self._transact(live, stage), timeout)
+            await asyncio.wait_for(self._transact(live, stage, checking), limit_s)
         except ProducerFenced as e:
             self._fenced = ProducerFencedError(
                 f"transactional id {self._transactional_id} was taken over by a newer producer; "
@@ -281,7 +315,12 @@ class KafkaEventLog(EventLog):
             if not p.done.done():
                 p.done.set_result(None)
 
-    async def _transact(self, batch: list[_Pending], stage: list[str]) -> None:
+    async def _transact(
+        self,
+        batch: list[_Pending],
+        stage: list[str],
+        checking: asyncio.Task[set[tuple[str, int]]] | None,
+    ) -> None:
         producer = self._producer
         if producer is None:
             stage[0] = "connect"
@@ -295,6 +334,18 @@ class KafkaEventLog(EventLog):
             for topic, key, value in p.records
         ]
         metadata = await asyncio.gather(*sent)
+        if checking is not None:
+            stage[0] = "fence check"
+            try:
+                stale = await checking
+            except (AgentLedgerError, TimeoutError, OSError) as e:
+                stage[0] = "abort"
+                await producer.abort_transaction()
+                raise _CheckFailed(e) from e
+            if stale:
+                stage[0] = "abort"
+                await producer.abort_transaction()
+                raise _StaleClaims(stale)
         stage[0] = "commit"
         await producer.commit_transaction()
         for md in metadata:
