@@ -128,8 +128,10 @@ class LedgerSdkPeer(Peer):
             yield
 
     async def start(self) -> None:
-        """Open the worker's ports (producer, leases) and the view reader."""
-        await ensure_topics(self.settings, topic_specs(self.settings))
+        """Open the worker's ports (producer, leases) and the view reader (a fresh namespace
+        makes its topics first; a resuming process, the crashed worker restarted, finds them)."""
+        if self.fresh:
+            await ensure_topics(self.settings, topic_specs(self.settings))
         stack = self._stack = AsyncExitStack()
         try:
             # The worker's own ports: one Redis client for leases and views whose pool waits
