@@ -184,3 +184,11 @@ async def test_sequential_publishes_of_one_run_keep_order(env: LogEnv) -> None:
     for i in range(5):
         await log.publish(step_events(run, first_seq=1 + 4 * i))
     assert [e.seq for e in await log.read_run(run)] == list(range(1, 21))
+
+
+async def test_never_written_until_a_run_event_is_committed(env: LogEnv) -> None:
+    """A fresh log says it was never written to; once a run's events commit it never says so."""
+    log = await env.make()
+    assert await log.never_written()
+    await log.publish(step_events(run_id()))
+    assert not await log.never_written()

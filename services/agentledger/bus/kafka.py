@@ -220,6 +220,14 @@ class KafkaEventLog(EventLog):
             for p in positions
         ]
 
+    async def never_written(self) -> bool:
+        """Every run-topic partition's end offset is 0 (an aborted transaction counts as
+        written: its records and marker take offsets)."""
+        if self._written:
+            return False
+        ends = await self._reader.all_end_offsets(await self._run_partitions())
+        return all(offset == 0 for offset in ends.values())
+
     # --- the commit loop ------------------------------------------------------------------
 
     async def _commit_loop(self) -> None:

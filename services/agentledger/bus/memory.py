@@ -109,6 +109,10 @@ class MemoryEventLog(EventLog):
         if error is not None:
             raise error
 
+    async def never_written(self) -> bool:
+        """No record on any run-topic partition."""
+        return not any(any(parts) for t in self.topics.run_topics for parts in self._logs[t])
+
     async def read_run(
         self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
     ) -> list[RunEvent]:

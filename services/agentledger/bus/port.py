@@ -63,3 +63,8 @@ class EventLog(EventPublisher):
     @abstractmethod
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The committed end of each run-topic partition holding ``run_id``'s events."""
+
+    async def never_written(self) -> bool:
+        """True only if no record was ever written to any run-topic partition (the run index
+        may then be vouched for). The default never says so: such a log always reads."""
+        return False

@@ -178,6 +178,11 @@ class RunReader:
         ends = await self._end_offsets.ask(tps)
         return [Position(tp.topic, tp.partition, ends[tp]) for tp in tps]
 
+    async def all_end_offsets(self, partitions: int) -> dict[TopicPartition, int]:
+        """The last stable offset of every partition of every run topic."""
+        tps = [TopicPartition(t, p) for t in self._run_topics for p in range(partitions)]
+        return await self._end_offsets.ask(tps)
+
     async def _ask_end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         client = await self._offsets()
         try:

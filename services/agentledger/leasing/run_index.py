@@ -1,0 +1,108 @@
+"""The run index: which run ids were ever opened, so that opening a new run needs no log scan.
+
+Every opener claims the run id in the index before it writes anything of the run, so a run
+with events in the log has its entry. The index says ``new`` only while it is *whole*: a
+sentinel key, set (``vouch``) only when the log holds no run event at all, proves that no
+entry was lost since. FLUSHALL removes the sentinel with the entries, and the index says
+``unsure`` until it is vouched for again: the opener then reads the log, as it always did.
+The index is as durable as the lease store beside it (Redis with its AOF): a Redis restored
+from an older snapshot keeps an old sentinel and loses newer entries, as it loses newer fences.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable
+from typing import Any, Literal, TypeVar
+
+import redis.exceptions
+from redis.asyncio import Redis
+
+from agentledger.errors import UnreachableError
+from agentledger.leasing.redis_store import run_tag
+
+Claim = Literal["new", "known", "unsure"]
+T = TypeVar("T")
+
+
+class RunIndex(ABC):
+    """Claims run ids; says whether a claimed id is certainly new."""
+
+    @abstractmethod
+    async def claim(self, run_id: str) -> Claim:
+        """Record ``run_id`` (idempotent) and say what the index knew of it before: ``new``
+        (whole, no entry: no event of the run can be in the log), ``known`` (an entry: read
+        the log), or ``unsure`` (not known to be whole: read the log)."""
+
+    @abstractmethod
+    async def vouch(self) -> None:
+        """Declare the index whole. Call only when the log holds no run event at all."""
+
+
+class MemoryRunIndex(RunIndex):
+    """The index in a set; ``flush()`` forgets everything, sentinel included, as FLUSHALL."""
+
+    def __init__(self, *, whole: bool = True) -> None:
+        self._runs: set[str] = set()
+        self._whole = whole
+
+    def flush(self) -> None:
+        """Forget every entry and the sentinel."""
+        self._runs.clear()
+        self._whole = False
+
+    async def claim(self, run_id: str) -> Claim:
+        """See :meth:`RunIndex.claim`."""
+        known = run_id in self._runs
+        self._runs.add(run_id)
+        if not self._whole:
+            return "unsure"
+        return "known" if known else "new"
+
+    async def vouch(self) -> None:
+        """See :meth:`RunIndex.vouch`."""
+        self._whole = True
+
+
+class RedisRunIndex(RunIndex):
+    """``<prefix>:{RUN}:opened`` per run (no expiry) and the sentinel ``<prefix>:run-index``."""
+
+    def __init__(self, client: Redis, *, key_prefix: str, endpoint: str = "redis") -> None:
+        self._client = client
+        self._prefix = key_prefix
+        self._endpoint = endpoint
+
+    @property
+    def sentinel(self) -> str:
+        """The key whose presence says the index is whole."""
+        return f"{self._prefix}:run-index"
+
+    def key(self, run_id: str) -> str:
+        """The entry of one run."""
+        return f"{self._prefix}:{{{run_tag(run_id)}}}:opened"
+
+    async def claim(self, run_id: str) -> Claim:
+        """One round trip: is the sentinel there, and was the entry absent (SET NX)?
+
+        Not atomic across the two keys, and it need not be: the sentinel read first means the
+        index was whole at that moment, and ``new`` is a statement about the log, which a later
+        wipe of Redis does not change.
+        """
+        pipe = self._client.pipeline(transaction=False)
+        pipe.exists(self.sentinel)
+        pipe.set(self.key(run_id), b"1", nx=True)
+        replies: list[Any] = await self._guarded(pipe.execute())
+        whole, created = int(replies[0]) == 1, bool(replies[1])
+        if not whole:
+            return "unsure"
+        return "new" if created else "known"
+
+    async def vouch(self) -> None:
+        """Set the sentinel (kept if already there)."""
+        await self._guarded(self._client.set(self.sentinel, b"1", nx=True))
+
+    async def _guarded(self, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+            raise UnreachableError("Redis", self._endpoint, f"{type(e).__name__}: {e}") from e
