@@ -110,7 +110,8 @@ def decode_records(codec: EventCodec, records: Iterable[Record]) -> Decoded:
     return out
 
 
-def _unique(events: list[RunEvent]) -> list[RunEvent]:
+def unique_parked(events: list[RunEvent]) -> list[RunEvent]:
+    """Parked events without duplicates, in the order they will be admitted."""
     seen: dict[str, RunEvent] = {}
     for event in events:
         seen.setdefault(event.event_id, event)
@@ -251,7 +252,7 @@ class Applier:
                 state = StoredRun(RunView(run_id=run_id), [], None)
             status_before = state.view.status
             result = fold(state.view, state.parked + events, in_place=True)
-            parked = _unique(result.parked)
+            parked = unique_parked(result.parked)
             parked_changed = {e.event_id for e in parked} != {e.event_id for e in state.parked}
             write = None
             if result.applied or parked_changed:

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentledger.events.codec import EventCodec
 from agentledger.events.topics import topic_names
+from agentledger.projector.bulk import Progress
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.rebuild import (
     compare,
@@ -97,6 +98,12 @@ async def _open(
     return store, reader
 
 
+def _tell_progress(progress: Progress) -> None:
+    """Records, rate and ETA on stderr (stdout keeps the report)."""
+    sys.stderr.write(progress.line() + "\n")
+    sys.stderr.flush()
+
+
 async def _rebuild(args: argparse.Namespace) -> int:
     settings = await resolve_settings(ProjectorSettings())
     async with AsyncExitStack() as stack:
@@ -107,6 +114,7 @@ async def _rebuild(args: argparse.Namespace) -> int:
             topic_names(settings).run_topics,
             partitions=settings.run_partitions,
             chunk=settings.projector_chunk,
+            on_progress=_tell_progress,
         )
         previous = await swap_in(store, replay, grace_ms=settings.rebuild_swap_grace_ms)
     report = {

@@ -17,16 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from agentledger.events.codec import EventCodec
-from agentledger.projector.applier import Applier
-from agentledger.projector.metrics import Metrics
-from agentledger.projector.ports import DiscardingPublisher, LogReader
-from agentledger.projector.runner import Projector
+from agentledger.projector.bulk import Progress, bulk_replay
+from agentledger.projector.ports import LogReader
 from agentledger.views.store import SnapshotValue, TopicPartition, ViewStore
 
 log = structlog.get_logger(__name__)
@@ -56,34 +54,29 @@ async def replay_into_new_namespace(
     *,
     partitions: int,
     chunk: int = 5000,
-    cache_runs: int = 200_000,
     codec: EventCodec | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
 ) -> Replay:
-    """Replay every run topic from its earliest offset to its current end into a new namespace."""
+    """Replay every run topic from its earliest offset to its current end into a new namespace
+    (see :mod:`.bulk`); ``on_progress`` is told records, rate and ETA about once a second."""
+    del partitions  # every partition of ``run_topics`` is read; kept for callers' symmetry
     tps = await reader.partitions(run_topics)
     ends = await reader.end_offsets(tps)
     begins = await reader.beginning_offsets(tps)
     namespace = await store.create_namespace()
-    metrics = Metrics()
-    publisher = DiscardingPublisher()
-    applier = Applier(
-        store, publisher, codec or EventCodec(), metrics=metrics, cache_size=cache_runs
-    )
-    projector = Projector(
+    started = time.monotonic()
+    counts = await bulk_replay(
         store,
         reader,
-        publisher,
-        applier,
-        metrics=metrics,
-        partitions=partitions,
+        namespace,
+        {tp: (begins[tp], ends[tp]) for tp in tps},
         chunk=chunk,
-        namespace=namespace,
+        codec=codec or EventCodec(),
+        on_progress=on_progress,
     )
-    started = time.monotonic()
-    await projector.replay({tp: (begins[tp], ends[tp]) for tp in tps})
     seconds = time.monotonic() - started
-    log.info("replayed", namespace=namespace, records=metrics.records, seconds=round(seconds, 3))
-    return Replay(namespace, ends, metrics.records, metrics.applied, seconds, publisher.discarded)
+    log.info("replayed", namespace=namespace, records=counts.records, seconds=round(seconds, 3))
+    return Replay(namespace, ends, counts.records, counts.applied, seconds, counts.dead_letters)
 
 
 async def swap_in(store: ViewStore, replay: Replay, *, grace_ms: int) -> str | None:

@@ -16,19 +16,32 @@ from agentledger.views.model import EffectView, RunView, StepView
 PARKED_FIELD = "_parked"
 _SPLIT_FIELDS = frozenset({"steps", "effects"})
 _RUN_FIELDS: tuple[str, ...] = tuple(n for n in RunView.model_fields if n not in _SPLIT_FIELDS)
+_RUN_FIELD_SET = set(_RUN_FIELDS)
 _PLAIN_STR = frozenset(n for n in _RUN_FIELDS if RunView.model_fields[n].annotation is str)
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
 Token = tuple[int, int] | None
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
 def _json(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+    """Compact JSON, byte for byte what ``json.dumps(separators, sort_keys)`` gives; the common
+    scalars skip the encoder (``json.dumps`` with options builds a new one every call)."""
+    kind = type(value)
+    if kind is int:
+        return str(value).encode()
+    if value is None:
+        return b"null"
+    if kind is bool:
+        return b"true" if value else b"false"
+    return _ENCODER.encode(value).encode()
 
 
 def encode_run(view: RunView, parked: int) -> dict[str, bytes]:
     """The run hash of ``view`` with ``parked`` events waiting."""
-    data = view.model_dump(mode="json", include=set(_RUN_FIELDS))
+    data = view.model_dump(mode="json", include=_RUN_FIELD_SET)
     fields = {
         name: (data[name].encode() if name in _PLAIN_STR else _json(data[name]))
         for name in _RUN_FIELDS

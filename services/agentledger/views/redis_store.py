@@ -16,7 +16,7 @@ from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.leasing.redis_store import redacted
-from agentledger.redisclient import CONNECTION_ERRORS, translated
+from agentledger.redisclient import CONNECTION_ERRORS, fast_packing, translated
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import (
     Token,
@@ -85,7 +85,7 @@ class RedisViewStore(ViewStore):
         clock: Callable[[], int] = now_ms,
     ) -> RedisViewStore:
         """A store owning a new client for ``url`` (closed by :meth:`close`)."""
-        client = aioredis.Redis.from_url(url, decode_responses=False)
+        client = fast_packing(aioredis.Redis.from_url(url, decode_responses=False))
         return cls(
             client,
             key_prefix=key_prefix,
