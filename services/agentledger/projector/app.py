@@ -26,6 +26,7 @@ from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, T
 
 from agentledger.errors import ConfigurationError
 from agentledger.projector.ports import Record
+from agentledger.projector.prometheus import metrics_view
 from agentledger.projector.runtime import ProjectorRuntime
 from agentledger.projector.settings import ProjectorSettings
 
@@ -166,18 +167,13 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
     app.on_partitions_assigned.connect(assigned)
     app.on_partitions_revoked.connect(revoked)
 
-    async def metrics_page(view: Any, _request: Any) -> Any:
-        body = runtime.metrics.as_dict()
-        body["parked_runs"] = await runtime.parked_runs()
-        return view.json(body)
-
     async def health_page(view: Any, _request: Any) -> Any:
         ok = runtime.ready.is_set()
         return view.json(
             {"ok": ok, "namespace": runtime.metrics.namespace}, status=200 if ok else 503
         )
 
-    app.page("/metrics")(metrics_page)
+    app.page("/metrics")(metrics_view(runtime))
     app.page("/health")(health_page)
     # faust starts service instances too (App._prepare_subservice), not only classes
     app.service(_Resources(runtime))  # type: ignore[arg-type]

@@ -228,7 +228,7 @@ class Applier:
                 )
         if alerts:
             await self._publisher.publish(alerts)
-            self._metrics.alerts += len(alerts)
+            self._metrics.count_alerts(a.code for a in alerts)
         # findings are durable before progress passes the records that raised them
         await self._store.update_indexes(namespace, updates, progress)
 

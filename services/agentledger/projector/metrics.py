@@ -1,9 +1,10 @@
-"""Counters the projector exposes on its health endpoint (and the bench reads)."""
+"""Counters the projector keeps; /metrics exports them (Prometheus text, or JSON for the bench)."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from agentledger.views.store import TopicPartition
@@ -23,6 +24,7 @@ class Metrics:
     conflicts: int = 0
     dead_lettered: int = 0
     alerts: int = 0
+    alerts_by_code: dict[str, int] = field(default_factory=dict)
     write_conflicts: int = 0
     batches: int = 0
     catch_ups: int = 0
@@ -30,6 +32,8 @@ class Metrics:
     lag: dict[TopicPartition, int] = field(default_factory=dict)
     assigned: set[TopicPartition] = field(default_factory=set)
     namespace: str | None = None
+    rebuild_target: int = 0  # records of the catch-ups and rebuilds started so far
+    rebuild_done: int = 0  # of them, applied (or passed: transaction markers)
     _samples: deque[tuple[float, int]] = field(default_factory=deque)
 
     def count_applied(self, n: int) -> None:
@@ -39,6 +43,18 @@ class Metrics:
         self._samples.append((now, self.applied))
         while self._samples and now - self._samples[0][0] > _RATE_WINDOW_S:
             self._samples.popleft()
+
+    def count_alerts(self, codes: Iterable[str]) -> None:
+        """Add raised alerts, by code."""
+        for code in codes:
+            self.alerts += 1
+            self.alerts_by_code[code] = self.alerts_by_code.get(code, 0) + 1
+
+    def rebuild_progress(self) -> float:
+        """Share of the catch-up and rebuild records applied (1.0 when none were asked)."""
+        if self.rebuild_target == 0:
+            return 1.0
+        return min(1.0, self.rebuild_done / self.rebuild_target)
 
     def applied_per_second(self) -> float:
         """Events applied per second over the last few seconds."""
@@ -62,6 +78,8 @@ class Metrics:
             "fence_conflicts": self.conflicts,
             "dead_lettered": self.dead_lettered,
             "alerts_sent": self.alerts,
+            "alerts_by_code": dict(sorted(self.alerts_by_code.items())),
+            "rebuild_progress": round(self.rebuild_progress(), 4),
             "write_conflicts": self.write_conflicts,
             "batches": self.batches,
             "catch_ups": self.catch_ups,

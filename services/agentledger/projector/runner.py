@@ -182,8 +182,15 @@ class Projector:
         """Apply every record of ``ranges`` straight from the log, then mark the ranges done."""
         self._metrics.catch_ups += 1
         log.debug("catch_up", ranges={f"{t}:{p}": r for (t, p), r in ranges.items()})
+        target = sum(max(0, end - start) for start, end in ranges.values())
+        self._metrics.rebuild_target += target
+        done = 0
         async for chunk in self._reader.read(ranges, self._chunk):
             await self._apply(namespace, chunk)
+            done += len(chunk)
+            self._metrics.rebuild_done += len(chunk)
+        # the offsets a range spans include transaction markers no chunk delivers
+        self._metrics.rebuild_done += max(0, target - done)
         ends = {tp: end for tp, (_, end) in ranges.items()}
         await self._store.record_progress(namespace, ends)
         for tp, end in ends.items():
@@ -285,7 +292,7 @@ class Projector:
             alerts.append(gap_alert(run_id, run.view.applied_seq, seqs, self._gap_alert_ms))
         if alerts:
             await self._publisher.publish(alerts)
-            self._metrics.alerts += len(alerts)
+            self._metrics.count_alerts(a.code for a in alerts)
 
     # --- rebuild ------------------------------------------------------------------------
 

@@ -199,10 +199,18 @@ class ProjectorProcess:
             await asyncio.sleep(0.2)
 
     async def metrics(self) -> dict[str, Any]:
-        """The /metrics page."""
-        async with aiohttp.ClientSession() as session, session.get(f"{self.url}/metrics") as r:
+        """The /metrics page as JSON."""
+        async with (
+            aiohttp.ClientSession(headers={"Accept": "application/json"}) as session,
+            session.get(f"{self.url}/metrics") as r,
+        ):
             body: dict[str, Any] = await r.json()
             return body
+
+    async def prometheus(self) -> str:
+        """The /metrics page as Prometheus text (what a scraper or curl gets)."""
+        async with aiohttp.ClientSession() as session, session.get(f"{self.url}/metrics") as r:
+            return await r.text()
 
     def kill(self) -> None:
         """SIGKILL the child (no shutdown of any kind)."""

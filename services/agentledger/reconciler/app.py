@@ -34,10 +34,12 @@ from agentledger.events.topics import topic_names
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.providers.protocol import Provider
 from agentledger.reconciler.ports import open_ports
+from agentledger.reconciler.prometheus import ReconcilerMetrics
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.service import Reconciler
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.stack.resolve import resolve_settings
+from agentledger.telemetry.prom import serving_metrics
 from agentledger.views.redis_store import RedisViewStore
 
 _log = structlog.get_logger(__name__)
@@ -162,8 +164,18 @@ async def drain_alerts(app: ReconcilerApp) -> int:
 
 async def serve(app: ReconcilerApp, stop: asyncio.Event, *, relay: bool = True) -> None:
     """Reconcile pass after pass, and relay alerts, until ``stop`` is set."""
-    async with asyncio.TaskGroup() as tg:
-        relay_task = tg.create_task(relay_forever(app, stop)) if relay else None
-        await app.reconciler.run(stop)
-        if relay_task is not None:
-            relay_task.cancel()
+    async with AsyncExitStack() as stack:
+        port = app.settings.reconciler_metrics_port
+        if port is not None:
+            metrics = ReconcilerMetrics(
+                app.views, app.book, scan_limit=app.settings.reconciler_scan_limit
+            )
+            app.reconciler.observers.append(metrics.observe)
+            await stack.enter_async_context(
+                serving_metrics(app.settings.reconciler_metrics_host, port, metrics.render)
+            )
+        async with asyncio.TaskGroup() as tg:
+            relay_task = tg.create_task(relay_forever(app, stop)) if relay else None
+            await app.reconciler.run(stop)
+            if relay_task is not None:
+                relay_task.cancel()

@@ -77,6 +77,8 @@ class Reconciler:
         self.compensator = Compensator(self.claimer, providers, book, clock=clock)
         self._alert_keys: set[str] = set()
         self._muted: set[str] = set()
+        #: Called with each finished pass's report (the metrics count them).
+        self.observers: list[Callable[[PassReport], None]] = []
 
     async def run_once(self, *, watch: bool = True) -> PassReport:
         """One full pass (``watch=False``: intents and alerts only, no scan of every run)."""
@@ -105,6 +107,8 @@ class Reconciler:
         (_log.info if any(counts.values()) else _log.debug)(
             "reconciler_pass", owner=self.owner, **counts
         )
+        for observe in self.observers:
+            observe(report)
         return report
 
     async def run(self, stop: asyncio.Event) -> None:

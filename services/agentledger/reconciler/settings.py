@@ -100,6 +100,10 @@ class ReconcilerSettings(ProviderSettings):
     reconciler_alert_flush_ms: int = Field(
         default=30_000, ge=0, description="republish alert events unconfirmed for this long"
     )
+    reconciler_metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics here (unset = no server)"
+    )
+    reconciler_metrics_host: str = Field(default="127.0.0.1", description="/metrics address")
     webhook_url: str | None = Field(default=None, description="POST every alert here (JSON)")
     webhook_attempts: int = Field(default=8, ge=1, le=100)
     webhook_timeout_s: float = Field(default=5.0, gt=0, le=600)
