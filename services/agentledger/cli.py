@@ -21,6 +21,7 @@ import structlog
 from pydantic import ValidationError
 
 from agentledger.errors import AgentLedgerError
+from agentledger.telemetry.otel_setup import TracingSettings, configure_tracing
 
 Handler = Callable[[argparse.Namespace], int | Coroutine[Any, Any, int]]
 
@@ -115,6 +116,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_format)
     handler: Handler = args.run
     try:
+        configure_tracing(TracingSettings(), f"agentledger-{args.command}")
         outcome = handler(args)
         code: int = asyncio.run(outcome) if isinstance(outcome, Coroutine) else outcome
     except ValidationError as e:

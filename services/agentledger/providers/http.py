@@ -41,6 +41,7 @@ from agentledger.providers.protocol import (
     check_kind,
 )
 from agentledger.providers.settings import ProviderSettings
+from agentledger.telemetry.tracing import inject_traceparent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDENTITY_FIELDS_HEADER = "X-Identity-Fields"
@@ -154,9 +155,11 @@ class HttpProvider(CompensatingProvider):
         if self._session is None:
             msg = f"{type(self).__name__} is not started: use `async with` or await start()"
             raise ProviderError(msg)
+        sent = dict(headers or {})
+        inject_traceparent(sent)  # the provider's traces join the run's (W3C trace context)
         try:
             async with self._session.request(
-                method, url, headers=headers, json=payload, params=params
+                method, url, headers=sent, json=payload, params=params
             ) as response:
                 status = response.status
                 raw = await response.read()

@@ -1,0 +1,99 @@
+"""OpenTelemetry spans of runs: one trace per run id, across every process that works on it.
+
+The SDK only depends on ``opentelemetry-api``: without a configured provider every span is a
+no-op. A run's spans hang under a virtual root whose trace id and span id are derived from the
+run id, so the process that started a run and the one that resumed it after a kill write one
+trace (linked by run id, found by ``agentledger.run_id``). A span the caller had open when the
+run was opened is kept as a link. :func:`configure_tracing` sets the SDK up from the standard
+``OTEL_*`` variables at a service's edge; :func:`inject_traceparent` adds the W3C
+``traceparent`` to an outgoing provider request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context, propagate, trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace.span import TraceFlags
+
+TRACER = "agentledger"
+RUN_ID = "agentledger.run_id"
+STEP = "agentledger.step"
+STEP_NAME = "agentledger.step.name"
+EFFECT_KEY = "agentledger.effect.idempotency_key"
+EFFECT = "agentledger.effect"
+ACTIVITY = "agentledger.activity"
+OUTCOME = "agentledger.outcome"
+
+
+def run_root(run_id: str) -> SpanContext:
+    """The virtual root of ``run_id``'s trace: ids derived from the run id (never change it)."""
+    digest = hashlib.sha256(f"agentledger-run:{run_id}".encode()).digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    span_id = int.from_bytes(digest[16:24], "big") or 1
+    return SpanContext(
+        trace_id=trace_id,
+        span_id=span_id,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+    )
+
+
+def _tracer() -> trace.Tracer:
+    return trace.get_tracer(TRACER)
+
+
+@contextmanager
+def run_span(
+    name: str, run_id: str, attributes: Mapping[str, Any] | None = None
+) -> Iterator[trace.Span]:
+    """``agentledger.run.open`` / ``.resume`` under the run's root; the caller's span linked."""
+    caller = trace.get_current_span().get_span_context()
+    links = [Link(caller)] if caller.is_valid else []
+    parent = trace.set_span_in_context(NonRecordingSpan(run_root(run_id)))
+    with _tracer().start_as_current_span(
+        name,
+        context=parent,
+        kind=SpanKind.INTERNAL,
+        links=links,
+        attributes={RUN_ID: run_id, **_clean(attributes or {})},
+        record_exception=True,
+        set_status_on_exception=True,
+    ) as span:
+        yield span
+
+
+@contextmanager
+def child_span(
+    name: str, run_id: str, attributes: Mapping[str, Any] | None = None
+) -> Iterator[trace.Span]:
+    """A step, activity or effect span under the current one (the run's root if none)."""
+    current = trace.get_current_span().get_span_context()
+    ctx = None if current.is_valid else trace.set_span_in_context(
+        NonRecordingSpan(run_root(run_id))
+    )
+    with _tracer().start_as_current_span(
+        name, context=ctx, attributes={RUN_ID: run_id, **_clean(attributes or {})},
+        record_exception=True, set_status_on_exception=True,
+    ) as span:  # fmt: skip
+        yield span
+
+
+def set_outcome(span: trace.Span, outcome: str, *, error: bool = False) -> None:
+    """Record how the span's work ended (``agentledger.outcome``)."""
+    span.set_attribute(OUTCOME, outcome)
+    if error:
+        span.set_status(Status(StatusCode.ERROR, outcome))
+
+
+def inject_traceparent(headers: MutableMapping[str, str]) -> None:
+    """Add ``traceparent`` (and ``tracestate``) of the current span to ``headers``."""
+    propagate.inject(headers, context=context.get_current())
+
+
+def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None}
