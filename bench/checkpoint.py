@@ -30,6 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.partitioning import key_for
 from agentledger.cli import configure_logging
@@ -40,7 +41,6 @@ from agentledger.providers.protocol import EffectRequest
 from agentledger.stack.resolve import resolve_settings
 from agentledger.testing import RecordingEventLog
 from agentledger.worker import Ledger, Metered, RunSpec, Step, WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
 
 SHAPES = ("plain", "activity", "effect")
 

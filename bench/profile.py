@@ -56,9 +56,7 @@ class Timers:
         for phase, (cls, attr) in PHASES.items():
             setattr(cls, attr, self._wrap(phase, getattr(cls, attr)))
 
-    def _wrap(
-        self, phase: str, fn: Callable[..., Awaitable[Any]]
-    ) -> Callable[..., Awaitable[Any]]:
+    def _wrap(self, phase: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def timed(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:

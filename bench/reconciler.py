@@ -25,6 +25,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from agentledger._core.keys import effect_key
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.cli import configure_logging
@@ -42,7 +43,6 @@ from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.keys import effect_key
 
 REQUEST = EffectRequest(kind="payments", identity={"amount": 1250, "currency": "EUR"})
 EFFECT = "charge"

@@ -12,12 +12,12 @@ from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
+from agentledger._core.killswitch import KillSwitch
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.integrations.langgraph import AgentLedgerSaver, SaverSettings
 from agentledger.leasing import MemoryLeaseStore
 from agentledger.providers.protocol import Provider
 from agentledger.settings import CommonSettings
-from agentledger.worker.killswitch import KillSwitch
 
 
 class IsolatedSaverSettings(SaverSettings):

@@ -16,13 +16,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_names, topic_specs
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
 from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message

@@ -32,7 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "agentledger.providers.commands",
     "agentledger.reconciler.commands",
     "agentledger.projector.commands",
-    "agentledger.worker.commands",
+    "agentledger.demo.commands",
     "agentledger.fleet.commands",
     "agentledger.console.commands",
 )

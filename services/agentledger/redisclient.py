@@ -10,8 +10,9 @@ import redis.exceptions
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from agentledger.errors import UnreachableError
-from agentledger.leasing.redis_store import SOCKET_TIMEOUT_S
+from agentledger.redaction import redacted_url
 
+SOCKET_TIMEOUT_S = 5.0
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_POOL_WAIT_S = 30.0
 
@@ -80,6 +81,11 @@ def pooled_client(
         socket_timeout=SOCKET_TIMEOUT_S,
     )
     return fast_packing(Redis.from_pool(pool))
+
+
+def redacted(url: str) -> str:
+    """The URL without its password nor secret query parameters, for logs and error messages."""
+    return redacted_url(url)
 
 
 class HasEndpoint(Protocol):

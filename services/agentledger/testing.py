@@ -13,6 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from agentledger._core.killswitch import KillSwitch
+from agentledger._core.loader import fold_log
+from agentledger._core.payloads import Payloads
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.bus.port import EventLog, Position
 from agentledger.events.models import Event, RunEvent, now_ms
@@ -21,10 +24,7 @@ from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import Provider
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.killswitch import KillSwitch
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.loader import fold_log
-from agentledger.worker.payloads import Payloads
+from agentledger.worker import Ledger
 
 
 class SimulatedCrash(BaseException):

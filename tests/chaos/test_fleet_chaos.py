@@ -17,6 +17,7 @@ import pytest_asyncio
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from agentledger.bus.publisher import KafkaPublisher
+from agentledger.demo.agent import expected_effects
 from agentledger.fleet import FleetSettings, submit_run
 from agentledger.fleet.testing import (
     WorkerProcess,
@@ -35,7 +36,6 @@ from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.demo import expected_effects
 from tests.integration.fleet_support import finished
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

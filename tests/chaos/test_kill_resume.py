@@ -18,17 +18,17 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.settings import CommonSettings
-from agentledger.worker import WorkerSettings
-from agentledger.worker.demo_plan import KILL_AT, Reference, kill_target, reference, run_ids, verify
-from agentledger.worker.demo_runner import (
+from agentledger.demo.plan import KILL_AT, Reference, kill_target, reference, run_ids, verify
+from agentledger.demo.runner import (
     flush_redis,
     performed_effects,
     read_views,
     spawn_forked,
     worker_command,
 )
+from agentledger.providers.sandbox.process import SandboxProcess
+from agentledger.settings import CommonSettings
+from agentledger.worker import WorkerSettings
 
 pytestmark = pytest.mark.chaos
 

@@ -19,18 +19,18 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from agentledger.projector.testing import ProjectorProcess, projector_settings, settings_env
-from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.settings import CommonSettings
-from agentledger.worker import WorkerSettings
-from agentledger.worker.demo_plan import kill_target, reference, run_ids, verify
-from agentledger.worker.demo_runner import (
+from agentledger.demo.plan import kill_target, reference, run_ids, verify
+from agentledger.demo.runner import (
     flush_redis,
     performed_effects,
     read_views,
     spawn_forked,
     worker_command,
 )
+from agentledger.projector.testing import ProjectorProcess, projector_settings, settings_env
+from agentledger.providers.sandbox.process import SandboxProcess
+from agentledger.settings import CommonSettings
+from agentledger.worker import WorkerSettings
 
 from .test_kill_resume import RUNS_PER_SEED, SEEDS, merge, sandbox
 

@@ -13,6 +13,7 @@ import pytest_asyncio
 from playwright.async_api import Browser, Page, async_playwright
 from pydantic import SecretStr
 
+from agentledger._core.spec import RunSpec
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.console.server import running_console
 from agentledger.console.testing import console_settings, reconciler_settings
@@ -24,9 +25,7 @@ from agentledger.projector.testing import ProjectorProcess, projector_settings
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.run import Run
-from agentledger.worker.spec import RunSpec
-from agentledger.worker.step import Step
+from agentledger.worker import Run, Step
 
 pytestmark = pytest.mark.integration
 WAIT_S = 90.0
@@ -91,9 +90,7 @@ async def test_console_lists_shows_approves_and_escapes(
     a script tag in a step result is shown as text and never runs; a wrong bearer is refused."""
     gated, xss = f"{fleet.key_prefix}-gated", f"{fleet.key_prefix}-xss"
     proj = projector_settings(ledger_settings, projector_group=f"{fleet.key_prefix}-projector")
-    console = console_settings(
-        fleet, console_token=SecretStr(TOKEN), console_live_interval_s=0.5
-    )
+    console = console_settings(fleet, console_token=SecretStr(TOKEN), console_live_interval_s=0.5)
     assert fleet.redis_url is not None
     async with (
         ProjectorProcess(proj) as projector,

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from agentledger._core.keys import effect_key
 from agentledger.errors import LeaseHeldError, RunError
 from agentledger.events.models import (
     EffectReconciled,
@@ -18,7 +19,6 @@ from agentledger.events.models import (
 from agentledger.providers.faults import FaultRule
 from agentledger.reconciler.resolve import Verdict
 from agentledger.reconciler.settle import Settled, open_settler
-from agentledger.worker.keys import effect_key
 from tests.integration.test_reconciler import (
     EFFECT,
     Env,

@@ -11,13 +11,13 @@ from redis.asyncio import Redis
 
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.publisher import KafkaPublisher
+from agentledger.demo.agent import expected_effects
 from agentledger.errors import ProducerFencedError
 from agentledger.fleet import FleetSettings, FleetWorker, request_resume, submit_run
 from agentledger.fleet.examples import refund
 from agentledger.fleet.testing import alerts, fold_runs, running_worker, wait_until
 from agentledger.leasing import lease_key
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.worker.demo import expected_effects
 from tests.integration.fleet_support import cli, finished, performed
 
 pytestmark = pytest.mark.integration

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentledger.bus.publisher import KafkaPublisher
+from agentledger.demo.agent import expected_effects
 from agentledger.errors import RunError
 from agentledger.events.models import StepStarted
 from agentledger.fleet import FleetSettings, fork_run, submit_run
@@ -12,7 +13,6 @@ from agentledger.fleet.examples import gated_refund, refund
 from agentledger.fleet.testing import fold_runs, run_events, running_worker, wait_until
 from agentledger.fleet.wiring import operator
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.worker.demo import expected_effects
 from tests.integration.fleet_support import finished, performed
 
 pytestmark = pytest.mark.integration

@@ -10,6 +10,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from redis.asyncio import Redis
 
+from agentledger._core.loader import fold_log
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.port import EventLog, Position
 from agentledger.events import Event, RunEvent
@@ -18,7 +19,6 @@ from agentledger.leasing import RedisLeaseStore
 from agentledger.projector.testing import ProjectorProcess, projector_settings, until
 from agentledger.settings import CommonSettings
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.loader import fold_log
 from tests.langgraph_support import chat_graph, chat_input, saver_settings, thread_config
 
 pytestmark = pytest.mark.integration

@@ -19,6 +19,7 @@ import pytest_asyncio
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from redis.asyncio import Redis
 
+from agentledger._core.keys import effect_key
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.consumer import KafkaEventConsumer
 from agentledger.bus.kafka import KafkaEventLog
@@ -49,7 +50,6 @@ from agentledger.settings import CommonSettings
 from agentledger.views.model import RunView
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step
-from agentledger.worker.keys import effect_key
 
 pytestmark = pytest.mark.integration
 

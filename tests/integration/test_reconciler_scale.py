@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from agentledger._core.keys import effect_key
 from agentledger.events.models import Event, RunStarted, StepStarted
 from agentledger.providers.http import HttpProvider
 from agentledger.reconciler.app import open_reconciler
-from agentledger.worker.keys import effect_key
 from tests.integration.test_reconciler import (
     EFFECT,
     REQUEST,

@@ -7,13 +7,13 @@ import asyncio
 import pytest
 import redis.exceptions
 
+from agentledger._core.ports import WorkerPorts
+from agentledger._core.settings import WorkerSettings
 from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.redisclient import pooled_client
 from agentledger.settings import CommonSettings
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.settings import WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
 
 pytestmark = pytest.mark.integration
 

@@ -13,6 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis.asyncio import Redis
 
+from agentledger._core.loader import fold_log
+from agentledger._core.ports import WorkerPorts
+from agentledger.demo.agent import PLAN, refund_agent, spec_for
 from agentledger.events import EffectReconciled, TopicNames
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.rebuild import replay_into_new_namespace, swap_in
@@ -22,9 +25,6 @@ from agentledger.settings import CommonSettings
 from agentledger.testing import CrashSwitch, SimulatedCrash
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
-from agentledger.worker.demo import PLAN, refund_agent, spec_for
-from agentledger.worker.loader import fold_log
-from agentledger.worker.wiring import WorkerPorts
 
 from ..unit.test_redaction import cores, secrets
 

@@ -6,7 +6,7 @@ import pytest
 
 from agentledger.errors import LeaseHeldError, StaleFenceError
 from agentledger.leasing import MemoryLeaseStore, lease_key
-from agentledger.leasing.redis_store import redacted
+from agentledger.redisclient import redacted
 
 
 def test_lease_key_uses_the_run_as_hash_tag() -> None:

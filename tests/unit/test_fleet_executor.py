@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agentledger.bus.port import EventLog, Position
+from agentledger.demo.agent import refund_agent, spec_for
 from agentledger.errors import PublishError
 from agentledger.events import ResumeRequested, RunRequested
 from agentledger.events.models import Event, RunEvent
@@ -17,7 +18,6 @@ from agentledger.fleet.testing import fleet_settings
 from agentledger.settings import CommonSettings
 from agentledger.testing import LedgerEnvironment
 from agentledger.worker import Ledger, Run, RunSpec, Step
-from agentledger.worker.demo import refund_agent, spec_for
 
 SETTINGS: FleetSettings = fleet_settings(
     CommonSettings.model_construct(),

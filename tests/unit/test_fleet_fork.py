@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentledger.demo.agent import expected_effects, refund_agent, spec_for
 from agentledger.errors import ApprovalError, RunError, RunPausedError
 from agentledger.events.models import StepStarted
 from agentledger.fleet import fork_run, inherited_of
@@ -11,7 +12,6 @@ from agentledger.fleet.commands import parse_duration_s
 from agentledger.fleet.listing import pending_approval, render_show, run_detail
 from agentledger.testing import LedgerEnvironment
 from agentledger.worker import RunSpec, Step
-from agentledger.worker.demo import expected_effects, refund_agent, spec_for
 
 SEED = next(s for s in range(50) if "payments" in expected_effects(s, "p"))
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentledger._core.keys import effect_key, intent_hash
 from agentledger.providers.protocol import check_key
-from agentledger.worker.keys import effect_key, intent_hash
 
 names = st.from_regex(r"[A-Za-z][A-Za-z0-9_.\-]{0,63}", fullmatch=True)
 places = st.tuples(

@@ -10,8 +10,8 @@ from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from agentledger.errors import UnreachableError
-from agentledger.leasing.redis_store import redacted
 from agentledger.redaction import DEFAULT_REDACTOR
+from agentledger.redisclient import redacted
 from agentledger.settings import CommonSettings
 from agentledger.testing import LedgerEnvironment
 from agentledger.views.redis_store import RedisViewStore

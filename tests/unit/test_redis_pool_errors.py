@@ -10,13 +10,13 @@ import pytest
 import redis.exceptions
 from pydantic import ValidationError
 
+from agentledger._core.settings import WorkerSettings
 from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.redisclient import pooled_client
 from agentledger.views.model import RunView
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import IndexUpdate, RunWrite
-from agentledger.worker.settings import WorkerSettings
 
 Call = Callable[[RedisViewStore], Awaitable[object]]
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from agentledger._core import budget, versions
+from agentledger._core.replay import check_activity, check_effect, check_step, effect_index
 from agentledger.errors import ReplayMismatchError
 from agentledger.views import (
     ActivityView,
@@ -14,8 +16,7 @@ from agentledger.views import (
     StepView,
     Versions,
 )
-from agentledger.worker import approvals, budget, versions
-from agentledger.worker.replay import check_activity, check_effect, check_step, effect_index
+from agentledger.worker import approvals
 
 NOW = 1_700_000_000_000
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentledger.testing import LedgerEnvironment
-from agentledger.worker.demo import expected_effects, refund_agent, spec_for
-from agentledger.worker.demo_plan import (
+from agentledger.demo.agent import expected_effects, refund_agent, spec_for
+from agentledger.demo.plan import (
     KILL_AT,
     Performed,
     kill_target,
@@ -14,6 +13,7 @@ from agentledger.worker.demo_plan import (
     run_ids,
     verify,
 )
+from agentledger.testing import LedgerEnvironment
 
 IDS = run_ids("p", 3)
 

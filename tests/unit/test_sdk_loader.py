@@ -6,13 +6,13 @@ from collections.abc import Mapping
 
 import pytest
 
+from agentledger._core.loader import fold_log, load_view
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.errors import RunError
 from agentledger.events import RunEvent
 from agentledger.views import RunView, fold
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.store import RunWrite
-from agentledger.worker.loader import fold_log, load_view
 
 from .test_fold_into_store import run_events
 

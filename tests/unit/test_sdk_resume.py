@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from agentledger.demo.agent import refund_agent, spec_for
 from agentledger.errors import (
     BudgetExceededError,
     EffectUnknownError,
@@ -20,7 +21,6 @@ from agentledger.providers.protocol import EffectRequest, ProviderResult
 from agentledger.testing import LedgerEnvironment, SimulatedCrash
 from agentledger.views import Versions
 from agentledger.worker import Limits, Metered, RunSpec, Step
-from agentledger.worker.demo import refund_agent, spec_for
 
 REQUEST = EffectRequest(
     kind="payments", identity={"order": "o1", "amount": 100}, free_text={"memo": "first"}

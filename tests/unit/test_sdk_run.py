@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
+from agentledger.demo.agent import PLAN, refund_agent, spec_for
 from agentledger.errors import RunClosedError, StepRejectedError
 from agentledger.events import RunEvent
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest, LookupResult, ProviderResult
 from agentledger.testing import LedgerEnvironment
 from agentledger.worker import Check, MemoryBlobStore, Metered, Payloads, RunSpec, Step
-from agentledger.worker.demo import PLAN, refund_agent, spec_for
 
 REQUEST = EffectRequest(kind="payments", identity={"order": "o1", "amount": 100})
 

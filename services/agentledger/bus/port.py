@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from agentledger.events.models import Event, RunEvent
+from agentledger.events.positions import Position
 
-
-@dataclass(frozen=True, order=True)
-class Position:
-    """A topic-partition and the offset of the next record (Kafka's "end offset" convention)."""
-
-    topic: str
-    partition: int
-    offset: int
+__all__ = ["EventLog", "EventPublisher", "FenceGuard", "Position"]
 
 
 class FenceGuard(ABC):

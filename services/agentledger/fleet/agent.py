@@ -7,11 +7,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agentledger._core.spec import RunSpec
 from agentledger.errors import ConfigurationError
 from agentledger.fleet.settings import FleetSettings
 from agentledger.providers.protocol import Provider
-from agentledger.worker.run import Run
-from agentledger.worker.spec import RunSpec
+from agentledger.worker import Run
 
 SpecFn = Callable[[str, Any], RunSpec]
 BodyFn = Callable[[Run, Any], Awaitable[Any]]

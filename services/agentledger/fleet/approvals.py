@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from agentledger._core.loader import load_view
 from agentledger.errors import ApprovalError, LeaseHeldError
 from agentledger.events.models import (
     FINISHED_STATUSES,
@@ -23,8 +24,7 @@ from agentledger.events.models import (
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.wiring import operator
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.loader import load_view
+from agentledger.worker import Ledger
 
 RETRY_S = 0.2
 

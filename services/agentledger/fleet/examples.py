@@ -12,20 +12,13 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from agentledger._core.spec import Check, RunSpec
+from agentledger.demo import PLAN, model_decision, order_of, refund_agent, spec_for
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.settings import FleetSettings
 from agentledger.providers.http import HttpProvider
 from agentledger.providers.protocol import EffectRequest, Provider
-from agentledger.worker.demo import (
-    PLAN,
-    model_decision,
-    order_of,
-    refund_agent,
-    spec_for,
-)
-from agentledger.worker.run import Run
-from agentledger.worker.spec import Check, RunSpec
-from agentledger.worker.step import Step
+from agentledger.worker import Run, Step
 
 GATED_AGENT = "refund-gated"
 GATED_PLAN: tuple[str, ...] = ("fetch_order", "decide", "refund", "email")

@@ -17,6 +17,7 @@ from typing import Any
 
 import structlog
 
+from agentledger._core.loader import load_view
 from agentledger.bus.port import EventPublisher
 from agentledger.errors import (
     AgentLedgerError,
@@ -52,9 +53,7 @@ from agentledger.fleet.tap import DurableTap
 from agentledger.leases import LeaseStore
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.loader import load_view
-from agentledger.worker.run import Run
+from agentledger.worker import Ledger, Run
 
 _log = structlog.get_logger("agentledger.fleet")
 RunRequest = RunRequested | ResumeRequested

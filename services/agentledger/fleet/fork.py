@@ -13,13 +13,13 @@ import json
 import uuid
 from typing import Any
 
+from agentledger._core.loader import load_view
+from agentledger._core.writer import RunWriter
 from agentledger.errors import RunError
 from agentledger.events.models import ResumeRequested, RunForked, RunStarted
 from agentledger.fleet.stable import StableBarrier
 from agentledger.views import OPEN_EFFECT_STATES, RunView
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.loader import load_view
-from agentledger.worker.writer import RunWriter
+from agentledger.worker import Ledger
 
 
 def inherited_of(parent: RunView, from_step: int) -> dict[str, list[dict[str, Any]]]:

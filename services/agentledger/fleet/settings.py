@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from agentledger.worker.settings import WorkerSettings
+from agentledger._core.settings import WorkerSettings
 
 
 class FleetSettings(WorkerSettings):

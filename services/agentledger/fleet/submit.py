@@ -6,9 +6,9 @@ import getpass
 import uuid
 from typing import Any
 
+from agentledger._core.payloads import Payloads
 from agentledger.bus.port import EventPublisher
 from agentledger.events.models import ResumeRequested, RunRequested
-from agentledger.worker.payloads import Payloads
 
 
 def new_run_id(agent: str) -> str:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.bus.reading import RunReader
 from agentledger.errors import ConfigurationError
 from agentledger.events.codec import EventCodec
@@ -17,8 +18,7 @@ from agentledger.fleet.stable import StableBarrier
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.views import RunView, fold
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.wiring import WorkerPorts
+from agentledger.worker import Ledger
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import structlog
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ProducerFencedError, PublishError, UnreachableError
 from agentledger.events.models import DeadLettered
@@ -24,8 +25,7 @@ from agentledger.fleet.requests import Request, RequestConsumer
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.tap import DurableTap
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.wiring import WorkerPorts
+from agentledger.worker import Ledger
 
 _log = structlog.get_logger("agentledger.fleet")
 FETCH_RETRY_S = 1.0

@@ -18,12 +18,11 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redaction import redacted_url
+from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
 DEFAULT_RETAIN_MS = 7 * 24 * 3600 * 1000
-SOCKET_TIMEOUT_S = 5.0
 
 
 def lease_key(key_prefix: str, run_id: str) -> str:
@@ -39,11 +38,6 @@ def run_tag(run_id: str) -> str:
     if "{" in run_id or "}" in run_id or not run_id:
         return "h" + hashlib.sha1(run_id.encode()).hexdigest()[:20]  # noqa: S324 - not security
     return run_id
-
-
-def redacted(url: str) -> str:
-    """The URL without its password nor secret query parameters, for logs and error messages."""
-    return redacted_url(url)
 
 
 class RedisLeaseStore(LeaseStore):

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agentledger._core.loader import fold_log, load_view
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import EventLog, Position
 from agentledger.errors import AgentLedgerError, LeaseHeldError
 from agentledger.leases import Lease, LeaseStore
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.loader import fold_log, load_view
 
 _log = structlog.get_logger(__name__)
 _POLL_S = 0.02

@@ -9,9 +9,9 @@ from redis.asyncio import Redis
 
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
-from agentledger.leasing.redis_store import RedisLeaseStore, redacted
+from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.reconciler.settings import ReconcilerSettings
-from agentledger.redisclient import pooled_client
+from agentledger.redisclient import pooled_client, redacted
 from agentledger.views.redis_store import RedisViewStore
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from agentledger._core.loader import fold_log
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.redis_store import RedisAlertStore
 from agentledger.bus.port import EventLog
@@ -28,7 +29,6 @@ from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker.loader import fold_log
 
 _log = structlog.get_logger(__name__)
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
-from agentledger.bus.port import Position
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
+from agentledger.events.positions import Position
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import decode_run, encode_effect, encode_run, encode_step, token_of
 from agentledger.views.store import (

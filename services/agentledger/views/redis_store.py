@@ -11,12 +11,11 @@ from typing import Any, Self
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
-from agentledger.leasing.redis_store import redacted
-from agentledger.redisclient import CONNECTION_ERRORS, fast_packing, translated
+from agentledger.events.positions import Position
+from agentledger.redisclient import CONNECTION_ERRORS, fast_packing, redacted, translated
 from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
 from agentledger.views.layout import (
     Token,

@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agentledger.bus.port import Position
 from agentledger.events.models import RunEvent
+from agentledger.events.positions import Position
 from agentledger.views.layout import Token
 from agentledger.views.model import RunView
 

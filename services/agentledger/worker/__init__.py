@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from agentledger.worker.blobs import BlobRef, BlobStore, FileBlobStore, MemoryBlobStore
-from agentledger.worker.keys import effect_key, intent_hash
-from agentledger.worker.killswitch import KILL_POINTS, KillSwitch
+from agentledger._core.blobs import BlobRef, BlobStore, FileBlobStore, MemoryBlobStore
+from agentledger._core.keys import effect_key, intent_hash
+from agentledger._core.killswitch import KILL_POINTS, KillSwitch
+from agentledger._core.payloads import Payloads
+from agentledger._core.settings import WorkerSettings
+from agentledger._core.spec import Check, EffectResult, Limits, Metered, RunSpec
 from agentledger.worker.ledger import Ledger
-from agentledger.worker.payloads import Payloads
 from agentledger.worker.run import Run
-from agentledger.worker.settings import WorkerSettings
-from agentledger.worker.spec import Check, EffectResult, Limits, Metered, RunSpec
 from agentledger.worker.step import Step
 
 __all__ = [

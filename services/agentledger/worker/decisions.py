@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from agentledger._core.loader import load_view
+from agentledger._core.session import Services
+from agentledger._core.writer import RunWriter
 from agentledger.errors import ApprovalError
 from agentledger.events.models import ApprovalDecided, Decision, Event
-from agentledger.worker.loader import load_view
-from agentledger.worker.session import Services
-from agentledger.worker.writer import RunWriter
 
 
 async def decide(

@@ -3,21 +3,21 @@
 :func:`perform_effect` records EffectIntended durably, calls the provider with the derived key,
 and queues the outcome (it rides with the step's next publish). :func:`resolve_open` asks the
 provider about an intent without an outcome; a resume calls it for every open intent first.
-The flow itself is :class:`~agentledger.worker.effect_flow.EffectFlow`; what is the SDK's own
+The flow itself is :class:`~agentledger._core.effect_flow.EffectFlow`; what is the SDK's own
 is here: the key, the step's effect index, the budget and lease checks, and pausing the run.
 """
 
 from __future__ import annotations
 
+from agentledger._core.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
+from agentledger._core.keys import effect_key
+from agentledger._core.replay import check_effect
+from agentledger._core.session import RunSession
+from agentledger._core.spec import EffectResult
 from agentledger.errors import EffectUnknownError, ProviderError
 from agentledger.events.models import EffectReconciled
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views import EffectView
-from agentledger.worker.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
-from agentledger.worker.keys import effect_key
-from agentledger.worker.replay import check_effect
-from agentledger.worker.session import RunSession
-from agentledger.worker.spec import EffectResult
 
 
 class RunEffects(EffectFlow[RunSession]):

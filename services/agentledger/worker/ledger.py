@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 
+from agentledger._core.blobs import FileBlobStore
+from agentledger._core.killswitch import KillSwitch
+from agentledger._core.payloads import Payloads
+from agentledger._core.session import RunSession, Services
+from agentledger._core.settings import WorkerSettings, default_worker_id
+from agentledger._core.spec import RunSpec
+from agentledger._core.versions import Policy
 from agentledger.bus.port import EventLog
 from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.providers.protocol import Provider
 from agentledger.views.store import ViewReader
-from agentledger.worker.blobs import FileBlobStore
 from agentledger.worker.decisions import decide
-from agentledger.worker.killswitch import KillSwitch
 from agentledger.worker.opening import open_session
-from agentledger.worker.payloads import Payloads
 from agentledger.worker.run import Run
-from agentledger.worker.session import RunSession, Services
-from agentledger.worker.settings import WorkerSettings, default_worker_id
-from agentledger.worker.spec import RunSpec
-from agentledger.worker.versions import Policy
 
 
 class Ledger:

@@ -10,6 +10,13 @@ from __future__ import annotations
 
 import structlog
 
+from agentledger._core import versions
+from agentledger._core.keys import check_name
+from agentledger._core.loader import load_view
+from agentledger._core.session import RunSession, Services
+from agentledger._core.spec import RunSpec
+from agentledger._core.versions import Policy
+from agentledger._core.writer import RunWriter
 from agentledger.errors import ApprovalError, RunError, RunPausedError, VersionDriftError
 from agentledger.events.models import (
     FINISHED_STATUSES,
@@ -21,14 +28,8 @@ from agentledger.events.models import (
 )
 from agentledger.leasing import LeaseKeeper
 from agentledger.views import RunView
-from agentledger.worker import approvals, versions
+from agentledger.worker import approvals
 from agentledger.worker.effects import resolve_open
-from agentledger.worker.keys import check_name
-from agentledger.worker.loader import load_view
-from agentledger.worker.session import RunSession, Services
-from agentledger.worker.spec import RunSpec
-from agentledger.worker.versions import Policy
-from agentledger.worker.writer import RunWriter
 
 _log = structlog.get_logger("agentledger.worker")
 

@@ -7,6 +7,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from agentledger._core import budget
+from agentledger._core.keys import check_name
+from agentledger._core.replay import check_step
+from agentledger._core.session import RunSession
+from agentledger._core.spec import Check
 from agentledger.errors import (
     AgentLedgerError,
     ApprovalError,
@@ -31,11 +36,6 @@ from agentledger.events.models import (
     StepStarted,
 )
 from agentledger.views import RunView
-from agentledger.worker import budget
-from agentledger.worker.keys import check_name
-from agentledger.worker.replay import check_step
-from agentledger.worker.session import RunSession
-from agentledger.worker.spec import Check
 from agentledger.worker.step import Step
 
 StepBody = Callable[[Step], Awaitable[Any]]

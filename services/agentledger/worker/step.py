@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from agentledger._core.keys import check_name, intent_hash
+from agentledger._core.replay import check_activity
+from agentledger._core.session import RunSession
+from agentledger._core.spec import EffectResult, Metered
 from agentledger.errors import ApprovalError, RunPausedError
 from agentledger.events.models import ActivityRecorded, RunFinished
 from agentledger.providers.hashing import sha256_hex
@@ -12,10 +16,6 @@ from agentledger.providers.protocol import EffectRequest
 from agentledger.views import Approval, StepView
 from agentledger.worker import approvals
 from agentledger.worker.effects import perform_effect
-from agentledger.worker.keys import check_name, intent_hash
-from agentledger.worker.replay import check_activity
-from agentledger.worker.session import RunSession
-from agentledger.worker.spec import EffectResult, Metered
 
 ActivityFn = Callable[[], Awaitable[Any]]
 

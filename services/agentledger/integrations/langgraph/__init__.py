@@ -4,11 +4,11 @@ tools whose effects never run twice. Needs the ``langgraph`` extra (pip install 
 
 from __future__ import annotations
 
+from agentledger._core.spec import EffectResult
 from agentledger.integrations.langgraph.effects import EffectCall, graph_effect_key
 from agentledger.integrations.langgraph.saver import AgentLedgerSaver
 from agentledger.integrations.langgraph.settings import SaverSettings
 from agentledger.integrations.langgraph.tool import effect_tool
-from agentledger.worker.spec import EffectResult
 
 __all__ = [
     "AgentLedgerSaver",

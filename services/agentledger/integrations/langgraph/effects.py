@@ -5,7 +5,7 @@ task id is itself derived from that checkpoint, the node and its path), the effe
 the call's ordinal within the task's attempt. A node re-run after a crash, a retry or an
 interrupt runs from the same checkpoint with the same task id, so it asks for the same keys and
 gets the recorded outcome, or the provider's answer to ``lookup(key)``, instead of a second call.
-The flow is :class:`~agentledger.worker.effect_flow.EffectFlow`, as in the SDK; what is the
+The flow is :class:`~agentledger._core.effect_flow.EffectFlow`, as in the SDK; what is the
 saver's own is the key, the step (the checkpoint's) and not pausing the thread.
 """
 
@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from agentledger._core.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
+from agentledger._core.keys import KEY_VERSION, check_name
+from agentledger._core.session import Services
+from agentledger._core.spec import EffectResult
 from agentledger.integrations.langgraph.session import ThreadSession
 from agentledger.providers.hashing import canonical_json
 from agentledger.providers.protocol import EffectRequest
-from agentledger.worker.effect_flow import EffectAsk, EffectFlow, EffectWriter, Wording
-from agentledger.worker.keys import KEY_VERSION, check_name
-from agentledger.worker.session import Services
-from agentledger.worker.spec import EffectResult
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@ plus the run index, with the topics made sure of on start."""
 
 from __future__ import annotations
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.bus.admin import ensure_topics
 from agentledger.events.topics import topic_specs
 from agentledger.integrations.langgraph.runindex import RedisRunIndex
 from agentledger.integrations.langgraph.settings import SaverSettings
-from agentledger.worker.wiring import WorkerPorts
 
 
 class SaverPorts(WorkerPorts):

@@ -28,6 +28,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from agentledger._core.killswitch import KillSwitch
+from agentledger._core.payloads import Payloads
+from agentledger._core.session import Services
+from agentledger._core.spec import EffectResult
 from agentledger.bus.port import EventLog
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import WritesSaved, now_ms
@@ -51,10 +55,6 @@ from agentledger.redaction import DEFAULT_REDACTOR, Redactor
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.graph_fold import version_text
 from agentledger.views.store import ViewReader
-from agentledger.worker.killswitch import KillSwitch
-from agentledger.worker.payloads import Payloads
-from agentledger.worker.session import Services
-from agentledger.worker.spec import EffectResult
 
 _SYNC = (
     "AgentLedgerSaver is async-only: run the graph with ainvoke/astream (its writes go "

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from agentledger._core.writer import RunWriter
 from agentledger.errors import AgentLedgerError, GraphStateError
 from agentledger.events.models import (
     Alert,
@@ -29,7 +30,6 @@ from agentledger.integrations.langgraph.writing import LastValues
 from agentledger.leasing import LeaseKeeper
 from agentledger.views.graph_model import GraphCheckpoint
 from agentledger.views.model import RunView
-from agentledger.worker.writer import RunWriter
 
 E = TypeVar("E", bound=RunEvent)
 _log = structlog.get_logger("agentledger.langgraph")

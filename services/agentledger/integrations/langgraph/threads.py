@@ -18,6 +18,9 @@ from collections.abc import AsyncIterator
 
 import structlog
 
+from agentledger._core.loader import fold_log, load_view
+from agentledger._core.session import Services
+from agentledger._core.writer import RunWriter
 from agentledger.errors import LeaseHeldError
 from agentledger.events.models import RunResumed, RunStarted
 from agentledger.integrations.langgraph.session import ThreadSession
@@ -27,9 +30,6 @@ from agentledger.leases import Lease
 from agentledger.leasing import LeaseKeeper
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewStore
-from agentledger.worker.loader import fold_log, load_view
-from agentledger.worker.session import Services
-from agentledger.worker.writer import RunWriter
 
 _log = structlog.get_logger("agentledger.langgraph")
 AGENT = "langgraph"

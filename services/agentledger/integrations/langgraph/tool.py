@@ -17,12 +17,12 @@ from langgraph.config import get_config
 from langgraph.constants import CONF, CONFIG_KEY_CHECKPOINTER
 from langgraph.runtime import get_runtime
 
+from agentledger._core.keys import check_name
+from agentledger._core.spec import EffectResult
 from agentledger.errors import ConfigurationError
 from agentledger.integrations.langgraph.effects import EffectCall
 from agentledger.integrations.langgraph.saver import AgentLedgerSaver
 from agentledger.providers.protocol import EffectRequest
-from agentledger.worker.keys import check_name
-from agentledger.worker.spec import EffectResult
 
 P = ParamSpec("P")
 # LangGraph's (private) configurable key for the durability mode of the running graph.
@@ -69,7 +69,7 @@ def effect_tool(
     ``provider`` names one of the saver's providers (None: its only one); ``name`` defaults to
     the function's name and is part of the idempotency key: never rename a deployed effect.
     The wrapper is async, keeps the signature (stack ``langchain_core.tools.tool`` on top to
-    give it to a model) and returns an :class:`~agentledger.worker.spec.EffectResult`.
+    give it to a model) and returns an :class:`~agentledger._core.spec.EffectResult`.
     """
 
     def wrap(

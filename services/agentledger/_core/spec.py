@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from agentledger._core.versions import Policy
 from agentledger.views import Versions
-from agentledger.worker.versions import Policy
 
 T = TypeVar("T")
 

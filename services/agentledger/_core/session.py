@@ -8,6 +8,12 @@ from typing import Any
 
 import structlog
 
+from agentledger._core import budget
+from agentledger._core.killswitch import KillPoint, KillSwitch
+from agentledger._core.payloads import Payloads
+from agentledger._core.replay import effect_index
+from agentledger._core.spec import RunSpec
+from agentledger._core.writer import RunWriter
 from agentledger.bus.port import EventLog
 from agentledger.errors import (
     BudgetExceededError,
@@ -21,12 +27,6 @@ from agentledger.leasing import LeaseKeeper
 from agentledger.providers.protocol import Provider
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker import budget
-from agentledger.worker.killswitch import KillPoint, KillSwitch
-from agentledger.worker.payloads import Payloads
-from agentledger.worker.replay import effect_index
-from agentledger.worker.spec import RunSpec
-from agentledger.worker.writer import RunWriter
 
 
 @dataclass

@@ -18,15 +18,10 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
+from agentledger._core.settings import WorkerSettings
 from agentledger.bus.admin import ensure_topics
 from agentledger.bus.reading import RunReader
-from agentledger.errors import ConfigurationError
-from agentledger.events.codec import EventCodec
-from agentledger.events.topics import TopicNames, topic_specs
-from agentledger.providers.sandbox.client import SandboxClient
-from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.views import RunView, fold
-from agentledger.worker.demo_plan import (
+from agentledger.demo.plan import (
     Performed,
     Reference,
     Report,
@@ -35,7 +30,12 @@ from agentledger.worker.demo_plan import (
     run_ids,
     verify,
 )
-from agentledger.worker.settings import WorkerSettings
+from agentledger.errors import ConfigurationError
+from agentledger.events.codec import EventCodec
+from agentledger.events.topics import TopicNames, topic_specs
+from agentledger.providers.sandbox.client import SandboxClient
+from agentledger.providers.sandbox.process import SandboxProcess
+from agentledger.views import RunView, fold
 
 Flush = Literal["all", "namespace"]
 
@@ -120,8 +120,8 @@ async def spawn_worker(command: list[str], log_path: Path) -> tuple[int, str]:
 # Modules a forked demo worker needs, imported once by the fork server instead of per process.
 _PRELOAD = (
     "agentledger.cli",
-    "agentledger.worker.commands",
-    "agentledger.worker.wiring",
+    "agentledger.demo.commands",
+    "agentledger._core.ports",
     "agentledger.providers.http",
 )
 

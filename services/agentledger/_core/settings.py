@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
+from agentledger._core.killswitch import ANY, KILL_POINTS
 from agentledger.providers.settings import ProviderSettings
 from agentledger.redisclient import DEFAULT_MAX_CONNECTIONS, DEFAULT_POOL_WAIT_S
-from agentledger.worker.killswitch import ANY, KILL_POINTS
 
 
 def default_worker_id() -> str:

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agentledger._core.killswitch import ANY, KillSwitch
+from agentledger.demo.agent import refund_agent, spec_for
 from agentledger.testing import LedgerEnvironment
 from agentledger.views import RunView
-from agentledger.worker.demo import refund_agent, spec_for
-from agentledger.worker.killswitch import ANY, KillSwitch
 
 #: CLI kill-at names -> SDK kill points (random-step: any kill point of any step).
 KILL_AT: dict[str, str] = {

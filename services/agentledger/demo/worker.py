@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 import structlog
 
+from agentledger._core.ports import WorkerPorts
+from agentledger._core.settings import WorkerSettings
+from agentledger.demo.agent import refund_agent, spec_for
 from agentledger.errors import AgentLedgerError
 from agentledger.providers.http import HttpProvider
-from agentledger.worker.demo import refund_agent, spec_for
-from agentledger.worker.ledger import Ledger
-from agentledger.worker.settings import WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
+from agentledger.worker import Ledger
 
 _log = structlog.get_logger("agentledger.demo")
 

@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from agentledger._core.blobs import BlobRef, BlobStore
 from agentledger.errors import PayloadError
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor
-from agentledger.worker.blobs import BlobRef, BlobStore
 
 MAX_TEXT = 4000
 

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from agentledger._core.session import Services
+from agentledger._core.spec import EffectResult
 from agentledger.errors import (
     EffectFailedError,
     EffectUnknownError,
@@ -32,8 +34,6 @@ from agentledger.events.models import (
 )
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views import OPEN_EFFECT_STATES, PERFORMED_STATES, EffectView, RunView
-from agentledger.worker.session import Services
-from agentledger.worker.spec import EffectResult
 
 E = TypeVar("E", bound=RunEvent)
 

@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from agentledger._core.settings import WorkerSettings
+from agentledger.demo.plan import KILL_AT, render
+from agentledger.demo.runner import DemoOptions, run_demo
+from agentledger.demo.worker import parse_targets, work
 from agentledger.stack.resolve import resolve_settings
-from agentledger.worker.demo_plan import KILL_AT, render
-from agentledger.worker.demo_runner import DemoOptions, run_demo
-from agentledger.worker.demo_worker import parse_targets, work
-from agentledger.worker.settings import WorkerSettings
 
 EXIT_FAILED = 1
 

@@ -5,20 +5,20 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Self
 
+from agentledger._core.settings import WorkerSettings
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
-from agentledger.leasing.redis_store import RedisLeaseStore, redacted
-from agentledger.redisclient import pooled_client
+from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.redisclient import pooled_client, redacted
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
-from agentledger.worker.settings import WorkerSettings
 
 
 class WorkerPorts:
     """Opens and closes the event log, lease store and view reader of one worker process.
 
     With ``settings.use_views`` (default) resumes read the projector's Redis views, completed
-    from Kafka where the projector is behind (``agentledger.worker.loader``).
+    from Kafka where the projector is behind (``agentledger._core.loader``).
 
     Leases and the views it opens share one Redis client whose pool waits for a free connection
     (``redis_max_connections``, ``redis_pool_wait_s``): many concurrent runs queue for a

@@ -13,11 +13,10 @@ import hashlib
 import random
 from typing import Any
 
+from agentledger._core.spec import Check, Limits, Metered, RunSpec
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views import Versions
-from agentledger.worker.run import Run
-from agentledger.worker.spec import Check, Limits, Metered, RunSpec
-from agentledger.worker.step import Step
+from agentledger.worker import Run, Step
 
 AGENT = "refund-demo"
 PLAN: tuple[str, ...] = ("fetch_order", "decide", "refund", "email", "ticket")
