@@ -264,5 +264,16 @@ class ViewWriteConflictError(RunError):
     retryable: ClassVar[bool] = True
 
 
+class ViewsWipedError(AgentLedgerError):
+    """A namespace's progress vanished under its writer (FLUSHALL, eviction, a deleted key):
+    nothing was written, and the views must be re-projected from the log."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, namespace: str) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+
+
 class GraphStateError(RunError):
     """A LangGraph checkpoint the saver needs is not recorded, or its stored values do not chain."""

@@ -84,6 +84,36 @@ DEADLETTER_RECORD = AlertCode(
     "Inspect the dead-letter topic (reason, source topic, partition, offset); fix the producer "
     "or the schema, then ack.",
 )
+PROJECTOR_GAP = AlertCode(
+    "projector.gap",
+    "warning",
+    "a run's events have waited ahead of a missing seq while the projector is at the log end",
+    "Check the run's writer: an event was lost or its transaction never committed. The view "
+    "stays at the last applied seq; `agentledger views rebuild` once the log is repaired.",
+)
+VIEWS_WIPED = AlertCode(
+    "views.wiped",
+    "warning",
+    "the projector's views vanished from Redis (FLUSHALL, eviction or deleted keys)",
+    "Nothing to repair: the projector re-projects the views from the log by itself (readers "
+    "fold from Kafka meanwhile). Find out who wiped Redis; `agentledger views verify` checks "
+    "the result.",
+)
+PROJECTOR_STALLED = AlertCode(
+    "projector.stalled",
+    "critical",
+    "the projector keeps failing to apply a batch: a partition's progress is stuck",
+    "Read the error in the detail and the projector's log (batch_failed_retrying, tick_failed); "
+    "fix Redis or Kafka, or run `agentledger views rebuild`.",
+)
+RUN_UNREADABLE = AlertCode(
+    "run.unreadable",
+    "critical",
+    "a run's log holds a record nobody can decode, so the run cannot be resumed",
+    "Inspect the dead letter (topic, partition, offset in the detail), then skip it: "
+    "`agentledger runs skip-record RUN --topic T --partition P --offset O --reason TEXT`; "
+    "the run becomes resumable and the reconciler re-queues it.",
+)
 
 ALERT_CODES: dict[str, AlertCode] = {
     c.code: c
@@ -97,5 +127,9 @@ ALERT_CODES: dict[str, AlertCode] = {
         RUN_BUDGET_OVERRUN,
         FENCE_STALE,
         DEADLETTER_RECORD,
+        PROJECTOR_GAP,
+        VIEWS_WIPED,
+        PROJECTOR_STALLED,
+        RUN_UNREADABLE,
     )
 }

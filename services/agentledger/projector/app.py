@@ -168,10 +168,14 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
     app.on_partitions_revoked.connect(revoked)
 
     async def health_page(view: Any, _request: Any) -> Any:
-        ok = runtime.ready.is_set()
-        return view.json(
-            {"ok": ok, "namespace": runtime.metrics.namespace}, status=200 if ok else 503
-        )
+        health = await runtime.health()
+        body = {
+            "ok": health.ok,
+            "started": health.started,
+            "problems": health.problems,
+            "namespace": runtime.metrics.namespace,
+        }
+        return view.json(body, status=200 if health.ok else 503)
 
     app.page("/metrics")(metrics_view(runtime))
     app.page("/health")(health_page)

@@ -37,6 +37,24 @@ from agentledger.views.store import (
 log = structlog.get_logger(__name__)
 
 MAX_CONFLICT_ROUNDS = 5
+_LETTERED_KEPT = 100_000
+
+
+class RecentIds:
+    """A bounded set of ids, oldest forgotten first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._ids
+
+    def put(self, item: str) -> None:
+        """Remember ``item`` (forgetting the oldest beyond capacity)."""
+        self._ids[item] = None
+        while len(self._ids) > self._capacity:
+            self._ids.popitem(last=False)
 
 
 class RunCache:
@@ -169,6 +187,9 @@ class Applier:
         self._codec = codec
         self._metrics = metrics
         self._cache = RunCache(cache_size)
+        # dead letters already published: a batch retried after a later failure (or a tick's
+        # catch-up redone) must not publish them again
+        self._lettered = RecentIds(_LETTERED_KEPT)
 
     def reset(self) -> None:
         """Forget cached runs (another namespace, or after an error)."""
@@ -215,10 +236,12 @@ class Applier:
             run_id = min(pending)
             msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
             raise ViewWriteConflictError(msg, run_id=run_id)
-        if batch.letters:
-            await self._publisher.publish(batch.letters)
-            self._metrics.dead_lettered += len(batch.letters)
-            for letter in batch.letters:
+        letters = [x for x in batch.letters if x.event_id not in self._lettered]
+        if letters:
+            await self._publisher.publish(letters)
+            self._metrics.dead_lettered += len(letters)
+            for letter in letters:
+                self._lettered.put(letter.event_id)
                 log.warning(
                     "record_dead_lettered",
                     topic=letter.source_topic,

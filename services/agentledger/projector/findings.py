@@ -1,4 +1,4 @@
-"""The projector's findings as events: stale-fence and gap alerts, dead letters (pure builders).
+"""The projector's findings as events: fence, gap, wipe and stall alerts, dead letters (builders).
 
 Alert ids are derived from what was found, so a finding re-raised after a crash-and-redo has
 the same id and consumers can de-duplicate it.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from agentledger.events.models import Alert, DeadLettered, RunEvent
+from agentledger.alerts.codes import PROJECTOR_GAP, PROJECTOR_STALLED, VIEWS_WIPED
+from agentledger.events.models import Alert, DeadLettered, RunEvent, now_ms
 from agentledger.projector.ports import Record
 from agentledger.views.model import RunView
 
@@ -72,35 +73,106 @@ def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) 
     )
 
 
+#: How many parked seqs a gap alert names (the count is always given).
+GAP_SEQS_SHOWN = 20
+#: Dead letters carry at most this much of the source record: the publisher's request limit
+#: is 1 MiB, and the source position is the reference to the whole record.
+DEAD_LETTER_VALUE_MAX = 64 * 1024
+DEAD_LETTER_KEY_MAX = 1024
+DEAD_LETTER_REASON_MAX = 2000
+
+
 def gap_alert(run_id: str, applied_seq: int, parked_seqs: list[int], waited_ms: int) -> Alert:
-    """Events of a run have waited ahead of a missing seq for longer than the timeout."""
+    """Events of a run have waited ahead of a missing seq for longer than the timeout (the seqs
+    are named up to :data:`GAP_SEQS_SHOWN`: a long gap must not make a huge alert)."""
+    code = PROJECTOR_GAP
+    shown = sorted(parked_seqs)[:GAP_SEQS_SHOWN]
+    more = len(parked_seqs) - len(shown)
+    listed = f"seqs {shown}" + (f" and {more} more" if more else "")
     return Alert(
-        alert_id=f"projector.gap:{run_id}:{applied_seq}",
-        code="projector.gap",
-        severity="warning",
+        alert_id=f"{code.code}:{run_id}:{applied_seq}",
+        code=code.code,
+        severity=code.severity,
         source=SOURCE,
         run_id=run_id,
         summary=(
             f"run {run_id}: seq {applied_seq + 1} has been missing for {waited_ms} ms while "
-            f"{len(parked_seqs)} later events wait (seqs {parked_seqs[:10]})"
+            f"{len(parked_seqs)} later events wait ({listed})"
         ),
-        action=(
-            "check the writer of the run: an event was lost or its transaction never committed; "
-            "the view stays at the last applied seq"
+        action=code.action,
+        detail_json=_detail(
+            applied_seq=applied_seq,
+            parked_count=len(parked_seqs),
+            parked_seqs=shown,
+            waited_ms=waited_ms,
         ),
-        detail_json=_detail(applied_seq=applied_seq, parked_seqs=parked_seqs, waited_ms=waited_ms),
     )
 
 
+def wiped_alert(namespace: str, fresh: str, why: str) -> Alert:
+    """The views vanished under the projector; it re-projects them from the log into ``fresh``."""
+    code = VIEWS_WIPED
+    return Alert(
+        alert_id=f"{code.code}:{namespace}",
+        code=code.code,
+        severity=code.severity,
+        source=SOURCE,
+        summary=(
+            f"the views of namespace {namespace} vanished from Redis ({why}); the projector "
+            f"re-projects every partition from the log into namespace {fresh}"
+        ),
+        action=code.action,
+        detail_json=_detail(namespace=namespace, fresh=fresh, why=why),
+    )
+
+
+def stalled_alert(instance: str, failures: int, error: str) -> Alert:
+    """The projector failed to apply the same work ``failures`` times in a row."""
+    code = PROJECTOR_STALLED
+    return Alert(
+        alert_id=f"{code.code}:{instance}:{now_ms()}",
+        code=code.code,
+        severity=code.severity,
+        source=SOURCE,
+        summary=(
+            f"projector {instance}: {failures} attempts in a row failed, progress is stuck "
+            f"({_clip(error, 300)})"
+        ),
+        action=code.action,
+        detail_json=_detail(instance=instance, failures=failures, error=_clip(error, 2000)),
+    )
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def dead_letter(record: Record, reason: str) -> DeadLettered:
-    """A record nobody can use, with why and where it came from."""
+    """A record nobody can use, with why and where it came from.
+
+    The body is cut to :data:`DEAD_LETTER_VALUE_MAX` bytes (the reason says so) so that a dead
+    letter always fits the publisher's limit: a poison record near 1 MiB must not stall its
+    partition. Its event id comes from the source position, so a redo publishes the same letter.
+    """
+    value, key = record.value, record.key
+    notes = []
+    if value is not None and len(value) > DEAD_LETTER_VALUE_MAX:
+        notes.append(f"value cut to {DEAD_LETTER_VALUE_MAX} of {len(value)} bytes")
+        value = value[:DEAD_LETTER_VALUE_MAX]
+    if key is not None and len(key) > DEAD_LETTER_KEY_MAX:
+        notes.append(f"key cut to {DEAD_LETTER_KEY_MAX} of {len(key)} bytes")
+        key = key[:DEAD_LETTER_KEY_MAX]
+    if notes:
+        where = f"{record.topic}:{record.partition}@{record.offset}"
+        reason = f"{reason} [{'; '.join(notes)}; the whole record is at {where}]"
     return DeadLettered(
-        reason=reason,
+        event_id=f"dl:{record.topic}:{record.partition}:{record.offset}",
+        reason=_clip(reason, DEAD_LETTER_REASON_MAX),
         source_topic=record.topic,
         source_partition=record.partition,
         source_offset=record.offset,
-        key=record.key,
-        value=record.value,
+        key=key,
+        value=value,
     )
 
 

@@ -29,6 +29,7 @@ class Metrics:
     batches: int = 0
     catch_ups: int = 0
     retries: int = 0
+    wipes: int = 0
     lag: dict[TopicPartition, int] = field(default_factory=dict)
     assigned: set[TopicPartition] = field(default_factory=set)
     namespace: str | None = None
@@ -84,6 +85,7 @@ class Metrics:
             "batches": self.batches,
             "catch_ups": self.catch_ups,
             "retries": self.retries,
+            "views_wiped": self.wipes,
             "assigned": sorted(f"{t}:{p}" for t, p in self.assigned),
             "lag": {f"{t}:{p}": n for (t, p), n in sorted(self.lag.items())},
         }

@@ -20,9 +20,10 @@ import structlog
 
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import EventPublisher
+from agentledger.errors import ViewsWipedError
 from agentledger.events.models import Alert, now_ms
 from agentledger.projector.applier import Applier
-from agentledger.projector.findings import gap_alert
+from agentledger.projector.findings import gap_alert, wiped_alert
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import LogReader, Record
 from agentledger.views.store import TopicPartition, ViewStore
@@ -31,6 +32,7 @@ log = structlog.get_logger(__name__)
 
 _UNLIST_EVERY_MS = 60_000
 _PROBE_AFTER_TICKS = 1
+_WIPE_ROUNDS = 3
 
 
 class Projector:
@@ -74,6 +76,9 @@ class Projector:
         self._seen_at_tick: dict[TopicPartition, int] = {}
         self._stalled: dict[TopicPartition, int] = {}
         self._gap_alerted: set[tuple[str, int]] = set()
+        self._reread: set[TopicPartition] = set()
+        self._moved_at: dict[TopicPartition, float] = {}
+        self._moved_pos: dict[TopicPartition, int | None] = {}
 
     @property
     def positions(self) -> dict[TopicPartition, int]:
@@ -107,7 +112,18 @@ class Projector:
             self._applier.reset()
             self._pointer_read_at = 0.0
 
+    def wedged(self, after_s: float) -> list[TopicPartition]:
+        """Assigned partitions behind the log end whose position has not moved for ``after_s``."""
+        now = time.monotonic()
+        return sorted(
+            tp
+            for tp in self._assigned
+            if self._metrics.lag.get(tp, 0) > 0 and now - self._moved_at.get(tp, now) > after_s
+        )
+
     def _forget(self, tp: TopicPartition) -> None:
+        self._reread.discard(tp)
+        self._moved_at.pop(tp, None)
         self._pos.pop(tp, None)
         self._delivering.discard(tp)
         self._seen_at_tick.pop(tp, None)
@@ -117,47 +133,103 @@ class Projector:
     # --- delivered batches --------------------------------------------------------------
 
     async def process(self, records: Sequence[Record], *, assigned_only: bool = True) -> None:
-        """Apply a delivered batch (records of each partition in offset order)."""
-        async with self._lock:
-            namespace = await self._current_namespace()
-            by_tp: dict[TopicPartition, list[Record]] = {}
-            for rec in records:
-                if assigned_only and rec.tp not in self._assigned:
-                    continue  # a revoked partition's leftovers: its new owner applies them
-                by_tp.setdefault(rec.tp, []).append(rec)
-            keep: list[Record] = []
-            for tp, recs in by_tp.items():
-                await self._anchor(namespace, tp, first=recs[0].offset)
-                keep.extend(r for r in recs if r.offset >= self._pos[tp])
-            if keep:
-                await self._apply(namespace, keep)
-            self._metrics.batches += 1
+        """Apply a delivered batch (records of each partition in offset order); after a wipe
+        found on the way, the batch is applied again into the fresh namespace."""
+        for _ in range(_WIPE_ROUNDS):
+            async with self._lock:
+                try:
+                    await self._process(records, assigned_only=assigned_only)
+                except ViewsWipedError as e:
+                    await self._rebase(e.namespace, "its progress vanished")
+                    continue
+                return
+        msg = f"the views were wiped {_WIPE_ROUNDS} times during one batch"
+        raise RuntimeError(msg)
+
+    async def _process(self, records: Sequence[Record], *, assigned_only: bool) -> None:
+        namespace = await self._current_namespace()
+        by_tp: dict[TopicPartition, list[Record]] = {}
+        for rec in records:
+            if assigned_only and rec.tp not in self._assigned:
+                continue  # a revoked partition's leftovers: its new owner applies them
+            by_tp.setdefault(rec.tp, []).append(rec)
+        keep: list[Record] = []
+        for tp, recs in by_tp.items():
+            await self._anchor(namespace, tp, first=recs[0].offset)
+            keep.extend(r for r in recs if r.offset >= self._pos[tp])
+        if keep:
+            await self._apply(namespace, keep)
+        self._metrics.batches += 1
 
     async def _current_namespace(self) -> str:
         """The live namespace, looked up at most every ``pointer_ttl_s``.
 
         A rebuild's swap is seen a moment late at worst: what is written to the old namespace
-        meanwhile is re-read into the new one when delivery re-anchors on its progress.
+        meanwhile is re-read into the new one when delivery re-anchors on its progress. A
+        pointer that vanished under a namespace we were writing is a wipe (see :meth:`_rebase`).
         """
         now = time.monotonic()
         if self._namespace is not None and now - self._pointer_read_at < self._pointer_ttl_s:
             return self._namespace
         self._pointer_read_at = now
-        namespace = self._fixed_namespace or await self._store.live_namespace(create=True)
+        namespace: str | None = self._fixed_namespace
+        if namespace is None:
+            namespace = await self._store.live_namespace()
+            if namespace is None and self._namespace is not None:
+                return await self._rebase(self._namespace, "the live pointer vanished")
+            namespace = namespace or await self._store.live_namespace(create=True)
         if namespace is None:
             msg = "the view store gave no live namespace"
             raise RuntimeError(msg)
         if namespace != self._namespace:
             if self._namespace is not None:
                 log.info("namespace_switched", old=self._namespace, new=namespace)
-            self._namespace = namespace
-            self._metrics.namespace = namespace
-            self._pos.clear()
-            self._delivering.clear()
-            self._seen_at_tick.clear()
-            self._stalled.clear()
-            self._applier.reset()
+            await self._adopt(namespace)
         return namespace
+
+    async def _adopt(self, namespace: str) -> None:
+        """Write into ``namespace`` from now on, re-anchored on its progress.
+
+        faust will not deliver again what it delivered into the previous namespace, so every
+        assigned partition not delivered since is read up to the log end by :meth:`tick`.
+        """
+        if self._fixed_namespace is None:
+            await self._store.mark_namespace(namespace)
+        self._namespace = namespace
+        self._metrics.namespace = namespace
+        self._pos.clear()
+        self._delivering.clear()
+        self._seen_at_tick.clear()
+        self._stalled.clear()
+        self._applier.reset()
+        self._reread = set(self._assigned)
+
+    async def _rebase(self, lost: str, why: str) -> str:
+        """The views of ``lost`` vanished (FLUSHALL, eviction, deleted keys): point at a fresh
+        namespace, re-project it from the log, and say so in one ``views.wiped`` alert.
+
+        Of several projectors finding the same wipe, the one whose pointer write wins raises
+        the alert; the others adopt its namespace. A namespace that vanished because a rebuild
+        swapped it out and dropped it is not a wipe: the rebuilt one is adopted silently.
+        """
+        if self._fixed_namespace is not None:
+            msg = f"namespace {lost} vanished while it was being replayed ({why})"
+            raise RuntimeError(msg)
+        if lost != self._namespace:
+            return await self._current_namespace()
+        fresh = await self._store.create_namespace()
+        live = await self._store.replace_live(lost, fresh)
+        if live == fresh:
+            log.error("views_wiped", namespace=lost, fresh=fresh, why=why)
+            self._metrics.wipes += 1
+            await self._publisher.publish([wiped_alert(lost, fresh, why)])
+            self._metrics.alerts += 1
+        else:
+            await self._store.drop_namespace(fresh)
+        await self._store.drop_namespace(lost)  # what was written after the wipe is partial
+        self._pointer_read_at = time.monotonic()
+        await self._adopt(live)
+        return live
 
     async def _anchor(self, namespace: str, tp: TopicPartition, *, first: int) -> None:
         """On the first delivery of ``tp``: skip what is applied, fill a hole before ``first``."""
@@ -165,6 +237,7 @@ class Projector:
             return
         start = await self._start_of(namespace, tp)
         self._delivering.add(tp)
+        self._reread.discard(tp)  # delivery goes on from ``first``; the hole below is read now
         if start < first:
             await self._catch_up(namespace, {tp: (start, first)})
 
@@ -221,22 +294,12 @@ class Projector:
             return
         ends = await self._reader.end_offsets(tps)
         async with self._lock:
-            namespace = await self._current_namespace()
+            try:
+                namespace = await self._fill_quiet(tps, ends)
+            except ViewsWipedError as e:
+                await self._rebase(e.namespace, "its progress vanished")
+                return  # the next tick reads the fresh namespace from the log
             tps = [tp for tp in tps if tp in self._assigned]
-            starts = {tp: await self._start_of(namespace, tp) for tp in tps}
-            quiet = [tp for tp in tps if tp not in self._delivering and starts[tp] < ends[tp]]
-            committed = (
-                await self._reader.committed_offsets(self._group, quiet)
-                if quiet and self._group
-                else {}
-            )
-            fills = {
-                tp: (starts[tp], min(committed[tp], ends[tp]))
-                for tp in quiet
-                if committed.get(tp, 0) > starts[tp]
-            }
-            if fills:
-                await self._catch_up(namespace, fills)
             for tp in tps:
                 same = self._seen_at_tick.get(tp) == self._pos[tp]
                 self._stalled[tp] = self._stalled.get(tp, 0) + 1 if same else 0
@@ -244,7 +307,7 @@ class Projector:
             probes = {
                 tp: (self._pos[tp], ends[tp])
                 for tp in tps
-                if tp not in fills
+                if tp not in self._reread
                 and self._stalled[tp] >= _PROBE_AFTER_TICKS
                 and ends[tp] > self._pos[tp]
             }
@@ -261,9 +324,43 @@ class Projector:
                     if done:
                         await self._store.record_progress(namespace, done)
                         self._pos.update(done)
-        self._metrics.lag = {tp: max(0, ends[tp] - self._pos.get(tp, ends[tp])) for tp in tps}
+        lag = {tp: max(0, ends[tp] - self._pos.get(tp, ends[tp])) for tp in tps}
+        now = time.monotonic()
+        for tp in tps:
+            moved = self._moved_pos.get(tp) != self._pos.get(tp)
+            if moved or lag[tp] == 0 or tp not in self._moved_at:
+                self._moved_at[tp] = now
+                self._moved_pos[tp] = self._pos.get(tp)
+        self._metrics.lag = lag
         await self._alert_gaps(namespace)
         await self._unlist_expired(namespace)
+
+    async def _fill_quiet(self, tps: list[TopicPartition], ends: dict[TopicPartition, int]) -> str:
+        """Catch up partitions faust is not delivering: up to the group's committed offset
+        (faust delivers from there), or up to the log end after a namespace change (faust
+        will not deliver again what it delivered before)."""
+        namespace = await self._current_namespace()
+        tps = [tp for tp in tps if tp in self._assigned]
+        starts = {tp: await self._start_of(namespace, tp) for tp in tps}
+        quiet = [tp for tp in tps if tp not in self._delivering]
+        reread = [tp for tp in quiet if tp in self._reread]
+        if reread:  # the end now, not the one read before the switch
+            ends.update(await self._reader.end_offsets(reread))
+        quiet = [tp for tp in quiet if starts[tp] < ends[tp]]
+        committed = (
+            await self._reader.committed_offsets(self._group, quiet)
+            if quiet and self._group
+            else {}
+        )
+        fills = {
+            tp: (starts[tp], ends[tp] if tp in self._reread else min(committed[tp], ends[tp]))
+            for tp in quiet
+            if tp in self._reread or committed.get(tp, 0) > starts[tp]
+        }
+        if fills:
+            await self._catch_up(namespace, fills)
+        self._reread.difference_update(reread)
+        return namespace
 
     async def _unlist_expired(self, namespace: str) -> None:
         """Once a minute: finished runs whose keys reached their TTL leave the status index."""
@@ -276,7 +373,10 @@ class Projector:
     async def _alert_gaps(self, namespace: str) -> None:
         now = now_ms()
         overdue = await self._store.overdue_parked(namespace, now - self._gap_alert_ms + 1)
-        mine = {p for _, p in self._assigned}
+        # a gap is only a gap once the run's partitions are applied up to the log end: before
+        # that (a catch-up, a re-projection after a wipe) the missing seq may just be unread
+        behind = {tp[1] for tp in self._assigned if self._metrics.lag.get(tp, 1) > 0}
+        mine = {p for _, p in self._assigned} - behind
         candidates = [r for r in overdue if partition_for(run_key(r), self._partitions) in mine]
         if not candidates:
             return

@@ -11,13 +11,16 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
 from agentledger.bus.publisher import KafkaPublisher
+from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.topics import topic_names
 from agentledger.projector.applier import Applier
+from agentledger.projector.findings import stalled_alert
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
@@ -30,6 +33,52 @@ log = structlog.get_logger(__name__)
 
 _BACKOFF_FIRST_S = 0.1
 _BACKOFF_MAX_S = 5.0
+#: After this many failed attempts in a row (batches or ticks) the projector is stalled: one
+#: projector.stalled alert, and /health says so until an attempt succeeds.
+STALL_AFTER_FAILURES = 8
+_REDIS_PING_S = 1.0
+
+
+@dataclass
+class Health:
+    """What /health answers: ok only when every check passes; ``problems`` says which did not."""
+
+    started: bool
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the projector is started and nothing is wrong."""
+        return self.started and not self.problems
+
+
+class Failures:
+    """Consecutive failures of one kind of work; raises one stall alert per stall."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last_error = ""
+        self.alerted = False
+
+    def failed(self, error: str) -> bool:
+        """Count a failure; True exactly when this one makes the work count as stalled."""
+        self.count += 1
+        self.last_error = error
+        if self.count >= STALL_AFTER_FAILURES and not self.alerted:
+            self.alerted = True
+            return True
+        return False
+
+    def succeeded(self) -> None:
+        """The work went through: the stall (if any) is over."""
+        self.count = 0
+        self.last_error = ""
+        self.alerted = False
+
+    @property
+    def stalled(self) -> bool:
+        """True while the work has failed too often in a row."""
+        return self.count >= STALL_AFTER_FAILURES
 
 
 class ProjectorRuntime:
@@ -48,6 +97,9 @@ class ProjectorRuntime:
         self._store: RedisViewStore | None = None
         self._stopped = False
         self._early: list[TopicPartition] | None = None
+        self._publisher: KafkaPublisher | None = None
+        self._batch_failures = Failures()
+        self._tick_failures = Failures()
 
     @property
     def projector(self) -> Projector:
@@ -78,6 +130,7 @@ class ProjectorRuntime:
             store, publisher, codec, metrics=self.metrics, cache_size=s.projector_cache_runs
         )
         self._store = store
+        self._publisher = publisher
         self._projector = Projector(
             store,
             reader,
@@ -128,15 +181,16 @@ class ProjectorRuntime:
             except Exception as e:  # noqa: BLE001 - outermost loop: retry, never drop a batch
                 self.metrics.retries += 1
                 await self.projector.reset_delivery()
+                error = f"{type(e).__name__}: {e}"
                 log.warning(
-                    "batch_failed_retrying",
-                    error=f"{type(e).__name__}: {e}",
-                    retry_in_s=delay,
-                    records=len(records),
+                    "batch_failed_retrying", error=error, retry_in_s=delay, records=len(records)
                 )
+                if self._batch_failures.failed(error):
+                    await self._alert_stalled(self._batch_failures)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX_S)
             else:
+                self._batch_failures.succeeded()
                 log.debug(
                     "batch_applied",
                     records=len(records),
@@ -153,13 +207,61 @@ class ProjectorRuntime:
             await self.projector.tick()
         except Exception as e:  # noqa: BLE001 - outermost loop of the timer
             await self.projector.reset_delivery()
-            log.warning("tick_failed", error=f"{type(e).__name__}: {e}")
+            error = f"{type(e).__name__}: {e}"
+            log.warning("tick_failed", error=error)
+            if self._tick_failures.failed(error):
+                await self._alert_stalled(self._tick_failures)
+        else:
+            self._tick_failures.succeeded()
 
-    async def parked_runs(self) -> int:
-        """How many runs have events waiting ahead of a gap (for the metrics page)."""
+    async def _alert_stalled(self, failures: Failures) -> None:
+        """One projector.stalled alert per stall (best effort: Kafka may be the cause)."""
+        log.error("projector_stalled", failures=failures.count, error=failures.last_error)
+        if self._publisher is None:
+            return
+        alert = stalled_alert(self.settings.projector_group, failures.count, failures.last_error)
+        try:
+            await self._publisher.publish([alert])
+        except Exception as e:  # noqa: BLE001 - the alert is best effort; the log line stays
+            log.warning("stall_alert_failed", error=f"{type(e).__name__}: {e}")
+        else:
+            self.metrics.alerts += 1
+
+    async def health(self) -> Health:
+        """Whether this projector does its job: connected, Redis answering, partitions assigned,
+        its work going through, and no partition behind the log end without moving."""
+        found = Health(started=self.ready.is_set() and self._projector is not None)
+        if not found.started:
+            return found
+        if self._store is not None:
+            try:
+                await asyncio.wait_for(self._store.client.ping(), _REDIS_PING_S)
+            except Exception as e:  # noqa: BLE001 - any failure to answer is "down" here
+                found.problems.append(f"redis unreachable ({type(e).__name__})")
+        if not self.metrics.assigned:
+            found.problems.append("no partitions assigned")
+        for what, failures in (("batches", self._batch_failures), ("ticks", self._tick_failures)):
+            if failures.stalled:
+                found.problems.append(
+                    f"{what} failing: {failures.count} in a row ({failures.last_error[:200]})"
+                )
+        wedged = self.projector.wedged(self.settings.projector_wedged_after_ms / 1000)
+        if wedged:
+            found.problems.append(
+                "partitions behind the log end without progress: "
+                + ", ".join(f"{t}:{p}" for t, p in wedged)
+            )
+        return found
+
+    async def parked_runs(self) -> int | None:
+        """How many runs have events waiting ahead of a gap (for the metrics page); None while
+        Redis does not answer."""
         if self._store is None or self.metrics.namespace is None:
             return 0
-        return len(await self._store.overdue_parked(self.metrics.namespace, 2**62))
+        try:
+            return len(await self._store.overdue_parked(self.metrics.namespace, 2**62))
+        except UnreachableError:
+            return None
 
     def _adopt_early_assignment(self) -> None:
         """Hand an assignment that arrived before start() finished to the projector."""

@@ -42,6 +42,11 @@ class ProjectorSettings(CommonSettings):
         ge=6_000,
         description="after this long without heartbeats a dead instance's partitions move on",
     )
+    projector_wedged_after_ms: int = Field(
+        default=30_000,
+        ge=1000,
+        description="/health fails when a partition is behind the log end without moving this long",
+    )
     projector_web_host: str = Field(default="127.0.0.1")
     projector_web_port: int = Field(default=6066, ge=0, le=65535)
     projector_web_enabled: bool = Field(default=True)

@@ -180,7 +180,7 @@ class ProjectorProcess:
             )
 
     async def wait_ready(self, timeout_s: float = 60.0) -> None:
-        """Until the health page answers 200 (the runtime is connected)."""
+        """Until the health page says the runtime is started (connected to Redis and Kafka)."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             if self._proc is not None and self._proc.returncode is not None:
@@ -191,12 +191,18 @@ class ProjectorProcess:
                     aiohttp.ClientSession() as session,
                     session.get(f"{self.url}/health") as response,
                 ):
-                    if response.status == 200:
+                    if response.status == 200 or (await response.json()).get("started"):
                         return
             if asyncio.get_running_loop().time() > deadline:
                 msg = f"{self.name} not ready after {timeout_s} s; see {self._log}"
                 raise TimeoutError(msg)
             await asyncio.sleep(0.2)
+
+    async def health(self) -> tuple[int, dict[str, Any]]:
+        """The /health page: its status and body."""
+        async with aiohttp.ClientSession() as session, session.get(f"{self.url}/health") as r:
+            body: dict[str, Any] = await r.json()
+            return r.status, body
 
     async def metrics(self) -> dict[str, Any]:
         """The /metrics page as JSON."""

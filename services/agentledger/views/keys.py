@@ -103,6 +103,10 @@ class SpaceKeys:
         return key.removeprefix(self.base + ":")
 
 
+#: The progress hash field every namespace is born with: when it is gone, so are the views.
+BORN_FIELD = "_born"
+
+
 def progress_field(topic: str, partition: int) -> str:
     """The progress hash field of a topic-partition (Kafka topic names never contain ':')."""
     return f"{topic}:{partition}"

@@ -11,10 +11,17 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
+from agentledger.errors import ViewsWipedError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
-from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
+from agentledger.views.keys import (
+    BORN_FIELD,
+    STATUSES,
+    Keys,
+    parse_progress_field,
+    progress_field,
+)
 from agentledger.views.layout import decode_run, encode_effect, encode_run, encode_step, token_of
 from agentledger.views.store import (
     IndexUpdate,
@@ -104,8 +111,23 @@ class MemoryViewStore(ViewStore):
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
         name = f"v{secrets.token_hex(4)}"
+        self._hashes.setdefault(self._keys.space(name).progress, {})[BORN_FIELD] = b"1"
         self._zset(self._keys.registry)[name] = float(self._clock())
         return name
+
+    async def mark_namespace(self, namespace: str) -> None:
+        """See :meth:`ViewStore.mark_namespace`."""
+        self._hashes.setdefault(self._keys.space(namespace).progress, {}).setdefault(
+            BORN_FIELD, b"1"
+        )
+
+    async def replace_live(self, old: str, fresh: str) -> str:
+        """See :meth:`ViewStore.replace_live`."""
+        current = self._strings.get(self._keys.pointer)
+        if current is None or current == old:
+            self._strings[self._keys.pointer] = fresh
+            return fresh
+        return current
 
     async def swap(self, namespace: str) -> str | None:
         """See :meth:`ViewStore.swap`."""
@@ -198,9 +220,17 @@ class MemoryViewStore(ViewStore):
         progress: Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """See :meth:`ViewStore.update_indexes`."""
+        if not updates and not progress:
+            return
+        self._check_born(namespace)
         await self._index(namespace, updates)
         if progress:
             await self.record_progress(namespace, progress)
+
+    def _check_born(self, namespace: str) -> None:
+        if BORN_FIELD not in self._hash(self._keys.space(namespace).progress):
+            msg = f"the progress of namespace {namespace} vanished (wiped?)"
+            raise ViewsWipedError(msg, namespace=namespace)
 
     async def _index(self, namespace: str, updates: Sequence[IndexUpdate]) -> None:
         space = self._keys.space(namespace)
@@ -227,6 +257,7 @@ class MemoryViewStore(ViewStore):
         """See :meth:`ViewStore.record_progress`."""
         if not offsets:
             return
+        self._check_born(namespace)
         progress = self._hashes.setdefault(self._keys.space(namespace).progress, {})
         for (topic, partition), offset in offsets.items():
             name = progress_field(topic, partition)
@@ -236,7 +267,7 @@ class MemoryViewStore(ViewStore):
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
         raw = self._hash(self._keys.space(namespace).progress)
-        return {parse_progress_field(k): int(v) for k, v in raw.items()}
+        return {parse_progress_field(k): int(v) for k, v in raw.items() if k != BORN_FIELD}
 
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """See :meth:`ViewStore.overdue_parked`."""

@@ -11,12 +11,18 @@ from typing import Any, Self
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from agentledger.errors import UnreachableError
+from agentledger.errors import UnreachableError, ViewsWipedError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
 from agentledger.redisclient import CONNECTION_ERRORS, fast_packing, redacted, translated
-from agentledger.views.keys import STATUSES, Keys, parse_progress_field, progress_field
+from agentledger.views.keys import (
+    BORN_FIELD,
+    STATUSES,
+    Keys,
+    parse_progress_field,
+    progress_field,
+)
 from agentledger.views.layout import (
     Token,
     decode_run,
@@ -27,7 +33,7 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
-from agentledger.views.scripts import LOAD_RUN, UPDATE_INDEXES, WRITE_RUN
+from agentledger.views.scripts import LOAD_RUN, REPLACE_LIVE, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -168,8 +174,20 @@ class RedisViewStore(ViewStore):
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
         name = f"v{secrets.token_hex(4)}"
+        await self._redis.hset(self._keys.space(name).progress, BORN_FIELD, self._clock())
         await self._redis.zadd(self._keys.registry, {name: self._clock()})
         return name
+
+    @translated
+    async def mark_namespace(self, namespace: str) -> None:
+        """See :meth:`ViewStore.mark_namespace`."""
+        await self._redis.hsetnx(self._keys.space(namespace).progress, BORN_FIELD, self._clock())
+
+    @translated
+    async def replace_live(self, old: str, fresh: str) -> str:
+        """See :meth:`ViewStore.replace_live`."""
+        (live,) = await self._run_pipeline([(REPLACE_LIVE, [self._keys.pointer], [old, fresh])])
+        return text(live)
 
     @translated
     async def swap(self, namespace: str) -> str | None:
@@ -317,7 +335,10 @@ class RedisViewStore(ViewStore):
             args.append(len(u.closed_intents))
             args += [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
             args.append("1" if u.parked else "0")
-        await self._run_pipeline([(UPDATE_INDEXES, keys, args)])
+        (done,) = await self._run_pipeline([(UPDATE_INDEXES, keys, args)])
+        if done == 0:
+            msg = f"the progress of namespace {namespace} vanished (Redis wiped?)"
+            raise ViewsWipedError(msg, namespace=namespace)
 
     @translated
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
@@ -328,7 +349,9 @@ class RedisViewStore(ViewStore):
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
         raw = await self._redis.hgetall(self._keys.space(namespace).progress)
-        return {parse_progress_field(text(k)): int(v) for k, v in raw.items()}
+        return {
+            parse_progress_field(text(k)): int(v) for k, v in raw.items() if text(k) != BORN_FIELD
+        }
 
     @translated
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:

@@ -61,11 +61,15 @@ return {
 #: then per run: run id, status ('' = drop everywhere), score, #drop statuses,
 #: the drop statuses' positions (1-based in KEYS), #open intents, (member, score) pairs,
 #: #closed intents, members, parked ('1'/'0').
+#: Returns 1, or 0 (nothing written) when the progress hash lost its '_born' mark (a wipe).
 UPDATE_INDEXES = """
 local n_status = #KEYS - 3
 local intents = KEYS[n_status + 1]
 local parked = KEYS[n_status + 2]
 local progress = KEYS[n_status + 3]
+if redis.call('HEXISTS', progress, '_born') == 0 then
+  return 0
+end
 local now = ARGV[1]
 local n_progress = tonumber(ARGV[2])
 local i = 3 + 2 * n_progress
@@ -110,4 +114,15 @@ for p = 1, n_progress do
   end
 end
 return 1
+"""
+
+#: Point at a fresh namespace unless somebody already pointed elsewhere.
+#: KEYS: pointer.  ARGV: old namespace, fresh namespace.  Returns the live namespace.
+REPLACE_LIVE = """
+local cur = redis.call('GET', KEYS[1])
+if (not cur) or cur == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2])
+  return ARGV[2]
+end
+return cur
 """

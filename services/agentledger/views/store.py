@@ -130,7 +130,15 @@ class ViewStore(ViewReader):
 
     @abstractmethod
     async def create_namespace(self) -> str:
-        """A fresh, empty namespace (registered, not live)."""
+        """A fresh, empty namespace (registered, not live, with its birth mark)."""
+
+    @abstractmethod
+    async def mark_namespace(self, namespace: str) -> None:
+        """Give ``namespace`` its birth mark if it has none (namespaces of older versions)."""
+
+    @abstractmethod
+    async def replace_live(self, old: str, fresh: str) -> str:
+        """Point at ``fresh`` if the pointer still names ``old`` or nothing; return the live one."""
 
     @abstractmethod
     async def swap(self, namespace: str) -> str | None:
@@ -186,7 +194,11 @@ class ViewStore(ViewReader):
         updates: Sequence[IndexUpdate],
         progress: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """Apply index entries (idempotent), then raise ``progress`` in the same atomic step."""
+        """Apply index entries (idempotent), then raise ``progress`` in the same atomic step.
+
+        Raises :class:`ViewsWipedError` (and writes nothing) if the namespace lost its birth
+        mark: its progress vanished, so views written now would be partial.
+        """
 
     @abstractmethod
     async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
