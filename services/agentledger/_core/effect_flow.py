@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from agentledger._core.lookup import decide
 from agentledger._core.session import Services
 from agentledger._core.spec import EffectResult
 from agentledger.errors import (
@@ -32,7 +33,7 @@ from agentledger.events.models import (
     RunEvent,
     Severity,
 )
-from agentledger.providers.protocol import EffectRequest
+from agentledger.providers.protocol import EffectRequest, LookupResult
 from agentledger.views import OPEN_EFFECT_STATES, PERFORMED_STATES, EffectView, RunView
 
 E = TypeVar("E", bound=RunEvent)
@@ -257,23 +258,49 @@ class EffectFlow(ABC, Generic[S]):
         return effect_result(session.view.effects[key], replayed=False)
 
     async def resolve(self, effect: EffectView) -> None:
-        """Record what the provider says became of an open intent; raise if it cannot tell."""
+        """Record what the provider says became of an open intent; raise if it cannot tell.
+
+        The answer is read by the core's one lookup decision (:func:`decide`): an effect found
+        under the key with another identity is an identity mismatch, never LANDED.
+        """
         writer = self.writer()
         name, provider = self.services.provider(effect.provider or None, run_id=self.session.run_id)
         key = effect.idempotency_key
+        answer: LookupResult | ProviderError
         try:
-            found = await provider.lookup(effect.kind, key)
+            answer = await provider.lookup(effect.kind, key)
         except ProviderError as e:
-            raise await self.lookup_failed(writer, effect, name, e) from e
-        if found.result is not None:
+            answer = e
+        resolution = decide(effect, answer)
+        cause = answer if isinstance(answer, ProviderError) else None
+        if resolution.identity_mismatch:
+            if effect.state == "intended":
+                writer.append(
+                    EffectReconciled,
+                    step=effect.step,
+                    effect=effect.effect,
+                    idempotency_key=key,
+                    finding="UNKNOWN",
+                    detail=self.services.payloads.text(f"{resolution.detail} (at {name})"),
+                )
+            raise await self.mismatch(
+                step=effect.step,
+                name=effect.effect,
+                key=key,
+                recorded=resolution.found_identity_hash or self.wording.not_told,
+                new=effect.identity_hash,
+            ) from cause
+        if cause is not None:
+            raise await self.lookup_failed(writer, effect, name, cause) from cause
+        if resolution.finding == "LANDED":
             writer.append(
                 EffectReconciled,
                 step=effect.step,
                 effect=effect.effect,
                 idempotency_key=key,
                 finding="LANDED",
-                external_ref=found.result.external_ref,
-                response_hash=found.result.response_hash,
+                external_ref=resolution.external_ref,
+                response_hash=resolution.response_hash,
                 detail=f"found at {name} by lookup",
             )
         else:
@@ -287,7 +314,8 @@ class EffectFlow(ABC, Generic[S]):
             )
         if self.flush_outcomes:
             await writer.flush()
-        self.session.log.info("effect_resolved", key=key, effect=effect.effect, found=found.found)
+        found = resolution.finding == "LANDED"
+        self.session.log.info("effect_resolved", key=key, effect=effect.effect, found=found)
 
     async def unknown(
         self, *, step: int, name: str, key: str, why: str, record: bool

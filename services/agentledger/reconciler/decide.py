@@ -1,8 +1,9 @@
 """The reconciler's decisions about open intents, as plain functions of what it knows.
 
-:func:`decide` turns one provider answer into a finding; :func:`plan_run` turns the findings of
-one run, against the run's latest view, into the events to write (as the lease holder), the
-requests to send and the alerts to raise or clear. Nothing here performs I/O.
+:func:`decide` (the core's one lookup decision, :mod:`agentledger._core.lookup`) turns one
+provider answer into a finding; :func:`plan_run` turns the findings of one run, against the
+run's latest view, into the events to write (as the lease holder), the requests to send and the
+alerts to raise or clear. Nothing here performs I/O.
 """
 
 from __future__ import annotations
@@ -12,24 +13,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from agentledger._core.lookup import Resolution, decide
 from agentledger.alerts.codes import EFFECT_IDENTITY_MISMATCH, EFFECT_UNKNOWN
 from agentledger.alerts.model import AlertCondition, condition_key
-from agentledger.errors import (
-    ProviderConflictError,
-    ProviderError,
-    ProviderIdentityConflictError,
-    ProviderUnavailableError,
-)
 from agentledger.events.models import (
     FINISHED_STATUSES,
     EffectReconciled,
-    Finding,
     ResumeRequested,
     RunEvent,
     RunPaused,
 )
 from agentledger.leases import Lease
-from agentledger.providers.protocol import LookupResult
 from agentledger.views.model import OPEN_EFFECT_STATES, EffectView, RunView
 
 #: Pause reasons the reconciler sets, and lifts (by requesting a resume) once resolved.
@@ -37,66 +31,18 @@ EFFECT_UNKNOWN_REASON = "effect_unknown"
 IDENTITY_MISMATCH_REASON = "effect_identity_mismatch"
 RESUMABLE_PAUSES: frozenset[str] = frozenset({EFFECT_UNKNOWN_REASON})
 
-
-@dataclass(frozen=True)
-class Resolution:
-    """What the provider said about one intent, as a finding."""
-
-    idempotency_key: str
-    finding: Finding
-    external_ref: str | None = None
-    response_hash: str | None = None
-    detail: str = ""
-    identity_mismatch: bool = False
-
-    @property
-    def resolved(self) -> bool:
-        """LANDED or NOT_LANDED: the run can go on."""
-        return self.finding != "UNKNOWN"
-
-
-def decide(intent: EffectView, outcome: LookupResult | ProviderError) -> Resolution:
-    """The finding for ``intent`` given the provider's lookup answer or error.
-
-    Found with the intent's identity: LANDED. Not found: NOT_LANDED (safe to send with the same
-    key). Found with another identity, unreachable, or any other error: UNKNOWN — never a guess.
-    """
-    key = intent.idempotency_key
-    if isinstance(outcome, LookupResult):
-        if outcome.result is None:
-            return Resolution(key, "NOT_LANDED", detail="the provider has no effect with this key")
-        result = outcome.result
-        found_hash = result.response.get("identity_hash")
-        if (
-            isinstance(found_hash, str)
-            and intent.identity_hash
-            and found_hash != intent.identity_hash
-        ):
-            return Resolution(
-                key,
-                "UNKNOWN",
-                detail=(
-                    f"identity mismatch: the provider holds {result.external_ref} under this key "
-                    f"with identity hash {found_hash}; the intent has {intent.identity_hash}"
-                ),
-                identity_mismatch=True,
-            )
-        return Resolution(
-            key,
-            "LANDED",
-            external_ref=result.external_ref,
-            response_hash=result.response_hash,
-            detail=f"the provider performed it as {result.external_ref}",
-        )
-    if isinstance(outcome, ProviderIdentityConflictError | ProviderConflictError):
-        return Resolution(
-            key, "UNKNOWN", detail=f"identity mismatch: {outcome}", identity_mismatch=True
-        )
-    if isinstance(outcome, ProviderUnavailableError):
-        return Resolution(key, "UNKNOWN", detail=f"the provider cannot tell: {outcome}")
-    return Resolution(
-        key, "UNKNOWN", detail=f"the lookup failed: {type(outcome).__name__}: {outcome}"
-    )
+__all__ = [
+    "EFFECT_UNKNOWN_REASON",
+    "IDENTITY_MISMATCH_REASON",
+    "RESUMABLE_PAUSES",
+    "Resolution",
+    "RunPlan",
+    "decide",
+    "effect_condition",
+    "effect_condition_keys",
+    "intent_due",
+    "plan_run",
+]
 
 
 def intent_due(
