@@ -3,14 +3,12 @@ escaping; the screenshot in the README is made here."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser
 from pydantic import SecretStr
 
 from agentledger._core.spec import RunSpec
@@ -26,11 +24,11 @@ from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Run, Step
+from tests.integration.browser_support import TOKEN, browser, sign_in
 
 pytestmark = pytest.mark.integration
+__all__ = ["browser"]
 WAIT_S = 90.0
-TOKEN = "console-test-token"
-CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
 SCRIPT = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 
@@ -58,28 +56,10 @@ def scripted(name: str = "scripted") -> Agent:
     return Agent(name=name, spec=spec, body=body, providers=dict)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def browser() -> AsyncIterator[Browser]:
-    """Debian's headless Chromium driven by Playwright."""
-    async with async_playwright() as p:
-        found = await p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            yield found
-        finally:
-            await found.close()
-
-
 async def statuses(views: RedisViewStore, *run_ids: str) -> dict[str, str]:
     """The runs' statuses in the projector's views."""
     found = {r: await views.load(r) for r in run_ids}
     return {r: v.status for r, v in found.items() if isinstance(v, RunView)}
-
-
-async def sign_in(page: Page) -> None:
-    """Follow the header's sign-in link and post the token; back on the page it came from."""
-    await page.click("#sign-in")
-    await page.fill("#token", TOKEN)
-    await page.click("#sign-in-submit")
 
 
 async def test_console_lists_shows_approves_and_escapes(
