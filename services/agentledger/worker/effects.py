@@ -92,9 +92,12 @@ async def perform_effect(
     name: str,
     request: EffectRequest,
     provider_name: str | None,
+    key_step: int | None = None,
 ) -> EffectResult:
-    """Perform effect ``ordinal`` of ``step`` at most once; return the recorded outcome."""
-    key = effect_key(session.run_id, step, name, ordinal)
+    """Perform effect ``ordinal`` of ``step`` at most once; return the recorded outcome.
+
+    The key is derived from ``key_step`` when given (a call carried on from that step)."""
+    key = effect_key(session.run_id, step if key_step is None else key_step, name, ordinal)
     view = session.view
     placed = session.places.get((step, ordinal))
     recorded = view.effects.get(placed) if placed is not None else None

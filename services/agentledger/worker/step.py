@@ -114,7 +114,12 @@ class Step:
         return await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
 
     async def effect(
-        self, name: str, request: EffectRequest, *, provider: str | None = None
+        self,
+        name: str,
+        request: EffectRequest,
+        *,
+        provider: str | None = None,
+        key_step: int | None = None,
     ) -> EffectResult:
         """Perform an effect at most once, under the key of (run, step, ``name``, ordinal).
 
@@ -122,9 +127,16 @@ class Step:
         performed it. Raises EffectUnknownError (run paused) when the provider cannot tell,
         IdentityMismatchError (run paused, alert) when a retry changed identity fields, and
         EffectFailedError when the provider refused the request.
+
+        ``key_step`` (an earlier step) derives the key from that step instead of this one: a
+        step that carries on a call begun there (a tool call retried at the model's request)
+        gets that call's outcomes instead of performing them again.
         """
         ordinal = self._effects
         self._effects += 1
+        if key_step is not None and not 0 <= key_step <= self.index:
+            msg = f"key_step {key_step} must be this step ({self.index}) or an earlier one"
+            raise ValueError(msg)
         return await perform_effect(
             self._session,
             step=self.index,
@@ -132,6 +144,7 @@ class Step:
             name=name,
             request=request,
             provider_name=provider,
+            key_step=key_step,
         )
 
     async def approval(
