@@ -12,6 +12,8 @@ PEERS: dict[str, str] = {
     "agentledger": "bench.peers.ledger:LedgerPeer",
     "agentledger-raw": "bench.peers.ledger_raw:LedgerRawPeer",
     "langgraph-agentledger": "bench.peers.langgraph_agentledger:AgentLedgerSaverPeer",
+    "pydantic-ai-agentledger": "bench.peers.pydantic_ai_peer:PydanticAiLedgerPeer",
+    "pydantic-ai": "bench.peers.pydantic_ai_peer:PydanticAiPeer",
     "langgraph-sqlite": "bench.peers.langgraph_saver:SqlitePeer",
     "langgraph-sqlite-delta": "bench.peers.langgraph_saver:SqliteDeltaPeer",
     "langgraph-postgres": "bench.peers.langgraph_saver:PostgresPeer",

@@ -256,3 +256,24 @@ async def test_invalid_plan_is_refused_before_anything_is_written() -> None:
             await open_it()
         assert await env.events("r1") == []
         assert await env.leases.current("r1") is None
+
+
+async def test_an_effect_keyed_on_an_earlier_step_returns_that_steps_outcome() -> None:
+    """Step.effect(key_step=k) derives the key from step k: the effect performed there is
+    returned replayed, not performed again; a later step as key_step is refused."""
+    async with LedgerEnvironment() as env:
+        request = EffectRequest(kind="refunds", identity={"order_id": "o1"})
+        async with env.ledger().run(spec(plan=("a", "b"))) as run:
+
+            async def first(step: Step) -> Any:
+                return (await step.effect("refund", request)).key
+
+            async def again(step: Step) -> Any:
+                with pytest.raises(ValueError, match="key_step"):
+                    await step.effect("refund", request, key_step=step.index + 1)
+                done = await step.effect("refund", request, key_step=0)
+                return [done.key, done.replayed]
+
+            key = await run.step("a", first)
+            assert await run.step("b", again) == [key, True]
+        assert len(env.provider.effects) == 1

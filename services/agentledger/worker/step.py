@@ -132,11 +132,11 @@ class Step:
         step that carries on a call begun there (a tool call retried at the model's request)
         gets that call's outcomes instead of performing them again.
         """
-        ordinal = self._effects
-        self._effects += 1
         if key_step is not None and not 0 <= key_step <= self.index:
             msg = f"key_step {key_step} must be this step ({self.index}) or an earlier one"
             raise ValueError(msg)
+        ordinal = self._effects
+        self._effects += 1
         return await perform_effect(
             self._session,
             step=self.index,

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
+from pydantic_ai.usage import UsageLimits
 
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import FINISHED_STATUSES
@@ -59,6 +60,7 @@ async def run_agent(
     code_version: str = "",
     version_policy: Policy = "refuse",
     message_history: Sequence[ModelMessage] | None = None,
+    usage_limits: UsageLimits | None = None,
 ) -> AgentRun:
     """Run ``agent`` on ``prompt`` as run ``run_id``, or resume that run where it stopped.
 
@@ -68,6 +70,7 @@ async def run_agent(
     USD, steps) are stamped on the run's start and hold across resumes; the run is stamped
     with the model, a hash of the prompts and a hash of the tool schemas, checked on resume
     under ``version_policy``. A finished run returns its recorded output without running.
+    ``usage_limits`` are Pydantic AI's own; replayed requests count toward them again.
     Raises what the run stops with: RunPausedError (waiting for approval or reconciliation),
     BudgetExceededError, ApprovalError, VersionDriftError …
     """
@@ -89,7 +92,10 @@ async def run_agent(
         token = units.enter()
         try:
             result = await agent.run(
-                recorded["prompt"], deps=deps, message_history=message_history
+                recorded["prompt"],
+                deps=deps,
+                message_history=message_history,
+                usage_limits=usage_limits,
             )
         finally:
             units.leave(token)
