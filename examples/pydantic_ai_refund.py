@@ -33,7 +33,7 @@ from agentledger.providers import EffectRequest, HttpProvider
 from agentledger.providers.sandbox import SandboxProcess
 from agentledger.stack.resolve import resolve_settings
 from agentledger.worker import Ledger, Limits, WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
+from agentledger._core.ports import WorkerPorts
 
 # --- the effect tools -------------------------------------------------------------------
 

@@ -11,12 +11,12 @@ import pytest
 from pydantic_ai import Agent, ModelRetry, RunContext
 from pydantic_ai.models.function import FunctionModel
 
+from agentledger._core.ports import WorkerPorts
 from agentledger.integrations.pydantic_ai import AgentLedgerDurability, perform_effect, run_agent
 from agentledger.providers import HttpProvider
 from agentledger.providers.sandbox import SandboxClient, SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.worker import Ledger, WorkerSettings
-from agentledger.worker.wiring import WorkerPorts
 from tests.unit.test_pydantic_ai import Script, refund_request
 
 pytestmark = pytest.mark.integration

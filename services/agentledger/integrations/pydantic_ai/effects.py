@@ -12,11 +12,11 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ParamSpec
 
+from agentledger._core.keys import check_name
 from agentledger.errors import ConfigurationError
 from agentledger.integrations.pydantic_ai.units import current_call
 from agentledger.providers.protocol import EffectRequest
 from agentledger.worker import EffectResult
-from agentledger.worker.keys import check_name
 
 P = ParamSpec("P")
 

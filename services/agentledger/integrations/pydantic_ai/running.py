@@ -11,13 +11,13 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.usage import UsageLimits
 
+from agentledger._core.versions import Policy
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import FINISHED_STATUSES
 from agentledger.integrations.pydantic_ai.durability import AgentLedgerDurability
 from agentledger.integrations.pydantic_ai.units import PLAN_CHUNK, UNIT, RunUnits
 from agentledger.integrations.pydantic_ai.versions import agent_versions
 from agentledger.worker import Ledger, Limits, RunSpec
-from agentledger.worker.versions import Policy
 
 _OUTPUT: TypeAdapter[Any] = TypeAdapter(Any)
 
