@@ -8,7 +8,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from playwright.async_api import Browser
+from playwright.async_api import Browser, expect
 from pydantic import SecretStr
 
 from agentledger._core.spec import RunSpec
@@ -106,9 +106,7 @@ async def test_console_lists_shows_approves_and_escapes(
                                  timeout_s=WAIT_S)  # fmt: skip
         assert final[gated] == "succeeded"
         # The live page reloads itself once the projector has the new state.
-        await page.wait_for_function(
-            "document.querySelector('#run-status').textContent === 'succeeded'", timeout=30_000
-        )
+        await expect(page.locator("#run-status")).to_have_text("succeeded", timeout=30_000)
         assert "approved by console" in await page.inner_text("#approvals")
         SCREENSHOT.parent.mkdir(exist_ok=True)
         await page.screenshot(path=str(SCREENSHOT), full_page=True)
