@@ -117,7 +117,14 @@ async def _floor(url: str, keys: list[str], concurrency: int) -> float:
 
 
 async def bench(
-    intents: int, latency_ms: int, instances: int, concurrency: int, batch: int
+    intents: int,
+    latency_ms: int,
+    instances: int,
+    concurrency: int,
+    batch: int,
+    *,
+    in_flight: int = 4,
+    barrier_s: float | None = None,
 ) -> dict[str, Any]:
     """Set everything up on fresh topics, run the pass, return the report."""
     tag = f"benchrec{uuid.uuid4().hex[:8]}"
@@ -137,6 +144,7 @@ async def bench(
                 indexed_s = await _wait_indexed(common, intents, 600)
                 await client.set_faults(FaultRule(latency_ms=latency_ms, ops=frozenset({"lookup"})))
                 policy = ProviderPolicy(concurrency=concurrency, attempts=2, timeout_s=10)
+                barrier = {} if barrier_s is None else {"reconciler_barrier_timeout_s": barrier_s}
                 settings = [
                     ReconcilerSettings(
                         **common.model_dump(),
@@ -144,7 +152,8 @@ async def bench(
                         reconciler_id=f"{tag}-rec{i}",
                         reconciler_intent_grace_ms=0,
                         reconciler_batch_size=batch,
-                        reconciler_run_concurrency=batch * 2,
+                        reconciler_run_concurrency=batch * in_flight,
+                        **barrier,
                         reconciler_scan_limit=intents * 2,
                         reconciler_default_provider=policy,
                         alerts_log=False,
@@ -164,6 +173,7 @@ async def bench(
         "lookup_latency_ms": latency_ms,
         "provider_concurrency_per_instance": concurrency,
         "batch_size": batch,
+        "batches_in_flight": in_flight,
         "resolved": resolved,
         "landed": result["landed"],
         "not_landed": result["not_landed"],
@@ -205,10 +215,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--instances", type=int, default=1, help="reconcilers in this process")
     p.add_argument("--concurrency", type=int, default=16, help="lookups in flight per instance")
     p.add_argument("--batch", type=int, default=32, help="runs claimed per resume barrier")
+    p.add_argument("--in-flight", type=int, default=4, help="batches claimed at once")
+    p.add_argument("--barrier-s", type=float, help="reconciler_barrier_timeout_s (default: its)")
     p.add_argument("--json", type=Path, help="also write the report to this file")
     a = p.parse_args(argv)
     configure_logging("WARNING")
-    report = asyncio.run(bench(a.intents, a.latency_ms, a.instances, a.concurrency, a.batch))
+    report = asyncio.run(
+        bench(
+            a.intents,
+            a.latency_ms,
+            a.instances,
+            a.concurrency,
+            a.batch,
+            in_flight=a.in_flight,
+            barrier_s=a.barrier_s,
+        )
+    )
     text = json.dumps(report, indent=2)
     if a.json is not None:
         a.json.write_text(text + "\n")

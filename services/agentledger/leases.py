@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from agentledger.bus.port import FenceGuard
+from agentledger.errors import LeaseHeldError
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,26 @@ class LeaseStore(FenceGuard):
     async def acquire(self, run_id: str, owner: str, ttl_ms: int, *, floor: int = 0) -> Lease:
         """Take the lease if free, expired or already ``owner``'s, with fence
         max(stored fence, floor) + 1; else raise LeaseHeldError."""
+
+    async def acquire_many(
+        self, floors: Mapping[str, int], owner: str, ttl_ms: int
+    ) -> dict[str, Lease | None]:
+        """:meth:`acquire` for each run (run id -> floor); None where another owner holds it.
+
+        Stores that can do it in one round trip override this."""
+
+        async def one(run_id: str, floor: int) -> Lease | None:
+            try:
+                return await self.acquire(run_id, owner, ttl_ms, floor=floor)
+            except LeaseHeldError:
+                return None
+
+        found = await asyncio.gather(*(one(r, f) for r, f in floors.items()))
+        return dict(zip(floors, found, strict=True))
+
+    async def release_many(self, leases: Sequence[Lease]) -> None:
+        """:meth:`release` each lease (stores that can do it in one round trip override this)."""
+        await asyncio.gather(*(self.release(lease) for lease in leases))
 
     @abstractmethod
     async def renew(self, lease: Lease, ttl_ms: int) -> Lease:

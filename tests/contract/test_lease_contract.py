@@ -224,3 +224,20 @@ async def test_keeper_reports_a_lost_lease(env: LeaseEnv) -> None:
         with pytest.raises(StaleFenceError):
             keeper.ensure_held()
     assert await env.store.current(run) == usurper
+
+
+async def test_acquire_many_takes_the_free_runs_and_skips_the_held(env: LeaseEnv) -> None:
+    """Leases taken together: free runs get fence floor + 1, a run another owner holds is None,
+    and releasing them together frees exactly those taken."""
+    free, held, floored = run_id(), run_id(), run_id()
+    other = await env.store.acquire(held, "w-other", LONG)
+    got = await env.store.acquire_many({free: 0, held: 0, floored: 7}, "rec-1", LONG)
+    assert got[held] is None
+    taken = [lease for lease in got.values() if lease is not None]
+    assert sorted((x.run_id, x.owner, x.fence) for x in taken) == sorted(
+        [(free, "rec-1", 1), (floored, "rec-1", 8)]
+    )
+    await env.store.release_many(taken)
+    assert await env.store.current(free) is None
+    assert await env.store.current(floored) is None
+    assert await env.store.current(held) == other

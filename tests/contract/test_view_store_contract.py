@@ -344,3 +344,14 @@ async def test_memory_and_redis_stores_lay_out_the_same_keys_and_values(
             snaps.append(await st.snapshot(ns))
         assert snaps[0] == snaps[1]
         assert "{r2}:parked" in snaps[0]
+
+
+async def test_load_many_gives_the_stored_runs_and_leaves_out_the_unknown(
+    store: ViewStore,
+) -> None:
+    """Several runs read together equal each one read alone; a run never stored is absent."""
+    ns = await live(store)
+    views = {r: (await put(store, ns, r, run_events(r))).view for r in ("lm1", "lm2")}
+    loaded = await store.load_many(["lm1", "never", "lm2"])
+    assert loaded == views
+    assert loaded["lm1"] == await store.load("lm1")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -120,6 +120,30 @@ class RedisLeaseStore(LeaseStore):
         msg = f"held by {holder} (fence {fence}) for {expires - now} ms more"
         raise LeaseHeldError(msg, run_id=run_id)
 
+    async def acquire_many(
+        self, floors: Mapping[str, int], owner: str, ttl_ms: int
+    ) -> dict[str, Lease | None]:
+        """See :meth:`LeaseStore.acquire_many`: one pipelined round trip (a script per run)."""
+        _check_ttl(ttl_ms)
+        runs = list(floors)
+        replies = await self._eval_many(
+            scripts.ACQUIRE,
+            [(self.key(r), (owner, ttl_ms, max(floors[r], 0), self._retain_ms)) for r in runs],
+        )
+        return {
+            run_id: Lease(run_id, owner, int(reply[1]), int(reply[2]))
+            if int(reply[0]) == 1
+            else None
+            for run_id, reply in zip(runs, replies, strict=True)
+        }
+
+    async def release_many(self, leases: Sequence[Lease]) -> None:
+        """See :meth:`LeaseStore.release_many`: one pipelined round trip."""
+        if leases:
+            await self._eval_many(
+                scripts.RELEASE, [(self.key(x.run_id), (x.owner, x.fence)) for x in leases]
+            )
+
     async def renew(self, lease: Lease, ttl_ms: int) -> Lease:
         """Extend a live lease with the same owner and fence; else StaleFenceError."""
         _check_ttl(ttl_ms)
@@ -182,6 +206,19 @@ class RedisLeaseStore(LeaseStore):
         async def run() -> list[Any]:
             sha = await self._sha(script)
             result: list[Any] = await self._client.evalsha(sha, 1, key, *args)
+            return result
+
+        return await self._guarded(run)
+
+    async def _eval_many(
+        self, script: str, calls: Sequence[tuple[str, tuple[int | str, ...]]]
+    ) -> list[Any]:
+        async def run() -> list[Any]:
+            sha = await self._sha(script)
+            pipe = self._client.pipeline(transaction=False)
+            for key, args in calls:
+                pipe.evalsha(sha, 1, key, *args)
+            result: list[Any] = await pipe.execute()
             return result
 
         return await self._guarded(run)

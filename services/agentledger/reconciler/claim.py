@@ -70,7 +70,7 @@ class RunClaimer:
         self._ttl_ms = ttl_ms
         self._barrier_s = barrier_s
         self._partitions = partitions
-        # Bounds the Redis calls of a batch (a connection each): batches can be large.
+        # Bounds the per-run reads of a batch whose views are behind (a connection each).
         self._io = asyncio.Semaphore(io_concurrency)
 
     @asynccontextmanager
@@ -89,10 +89,8 @@ class RunClaimer:
         leases: dict[str, Lease] = {}
         renewing: asyncio.Task[None] | None = None
         try:
-            outcomes = await asyncio.gather(
-                *(self._acquire(run_id, floor) for run_id, floor in floors.items())
-            )
-            for run_id, lease in zip(floors, outcomes, strict=True):
+            outcomes = await self.leases.acquire_many(floors, self.owner, self._ttl_ms)
+            for run_id, lease in outcomes.items():
                 if lease is None:
                     claims.refused.append(run_id)
                 else:
@@ -100,8 +98,9 @@ class RunClaimer:
             if leases:
                 renewing = asyncio.get_running_loop().create_task(self._renew(leases))
                 caught_up = await self._barrier(list(leases))
+                stored = await self.views.load_many(list(leases)) if caught_up else {}
                 views = await asyncio.gather(
-                    *(self._latest(run_id, caught_up) for run_id in leases)
+                    *(self._latest(run_id, caught_up, stored.get(run_id)) for run_id in leases)
                 )
                 for run_id, view in zip(list(leases), views, strict=True):
                     lease = leases[run_id]
@@ -117,7 +116,7 @@ class RunClaimer:
                 renewing.cancel()
                 with suppress(asyncio.CancelledError):
                     await renewing
-            await asyncio.gather(*(self._release(lease) for lease in leases.values()))
+            await self._release(list(leases.values()))
 
     async def _renew(self, leases: dict[str, Lease]) -> None:
         """Keep the batch's leases alive while slow providers are being asked."""
@@ -130,19 +129,14 @@ class RunClaimer:
                     # The write will be refused by the fence guard; nothing else to do here.
                     _log.warning("lease_renew_failed", run_id=run_id, error=str(e))
 
-    async def _acquire(self, run_id: str, floor: int) -> Lease | None:
+    async def _release(self, leases: list[Lease]) -> None:
+        if not leases:
+            return
         try:
-            async with self._io:
-                return await self.leases.acquire(run_id, self.owner, self._ttl_ms, floor=floor)
-        except LeaseHeldError:
-            return None
-
-    async def _release(self, lease: Lease) -> None:
-        try:
-            async with self._io:
-                await self.leases.release(lease)
+            await self.leases.release_many(leases)
         except AgentLedgerError as e:
-            _log.warning("lease_release_failed", run_id=lease.run_id, error=str(e))
+            # expiry frees them in ttl_ms; the next claim of these runs waits that long at most
+            _log.warning("lease_release_failed", runs=[x.run_id for x in leases], error=str(e))
 
     async def _barrier(self, run_ids: list[str]) -> bool:
         """Wait until the views cover every run's partitions; False when they did not in time."""
@@ -160,12 +154,11 @@ class RunClaimer:
             await asyncio.sleep(_POLL_S)
         return True
 
-    async def _latest(self, run_id: str, caught_up: bool) -> RunView:
+    async def _latest(self, run_id: str, caught_up: bool, stored: RunView | None) -> RunView:
         if caught_up:
-            async with self._io:
-                view = await self.views.load(run_id)
-            if view is not None:
-                return view
+            if stored is not None:
+                return stored
             return await fold_log(self.log, run_id)
         # Views behind: the run's view plus the events the projector has not applied yet.
-        return (await load_view(self.log, run_id, reader=self.views)).view
+        async with self._io:
+            return (await load_view(self.log, run_id, reader=self.views)).view

@@ -81,7 +81,13 @@ class ReconcilerSettings(ProviderSettings):
     reconciler_lease_ttl_ms: int = Field(
         default=60_000, ge=100, description="ttl of the run lease held while resolving"
     )
-    reconciler_run_concurrency: int = Field(default=32, ge=1, le=4096)
+    reconciler_run_concurrency: int = Field(
+        default=128,
+        ge=1,
+        le=4096,
+        description="runs in flight; run_concurrency // batch_size batches are claimed at once, "
+        "so one batch's claim and write overlap another's lookups",
+    )
     reconciler_batch_size: int = Field(
         default=32, ge=1, le=4096, description="runs claimed together behind one resume barrier"
     )

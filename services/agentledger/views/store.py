@@ -9,6 +9,7 @@ idempotently right after.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +103,12 @@ class ViewReader(ABC):
     async def load(self, run_id: str) -> RunView | None:
         """The run's view, or None if the projector has never seen the run."""
 
+    async def load_many(self, run_ids: Sequence[str]) -> dict[str, RunView]:
+        """:meth:`load` for each run (runs never seen are absent); stores override it with one
+        round trip."""
+        views = await asyncio.gather(*(self.load(r) for r in run_ids))
+        return {r: v for r, v in zip(run_ids, views, strict=True) if v is not None}
+
     @abstractmethod
     async def progress(self, positions: list[Position]) -> bool:
         """True when the projector has applied everything before each of ``positions``."""
@@ -163,6 +170,13 @@ class ViewStore(ViewReader):
             return None
         stored = (await self.load_runs(namespace, [run_id])).get(run_id)
         return None if stored is None else stored.view
+
+    async def load_many(self, run_ids: Sequence[str]) -> dict[str, RunView]:
+        """See :meth:`ViewReader.load_many`: the runs as stored in the live namespace."""
+        namespace = await self.live_namespace()
+        if namespace is None or not run_ids:
+            return {}
+        return {r: s.view for r, s in (await self.load_runs(namespace, run_ids)).items()}
 
     async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
         """See :meth:`ViewReader.load_at`: progress first, then the view, in one namespace that
