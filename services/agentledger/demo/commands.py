@@ -9,7 +9,9 @@ from pathlib import Path
 
 from agentledger._core.settings import WorkerSettings
 from agentledger.demo.plan import KILL_AT, render
-from agentledger.demo.runner import DemoOptions, run_demo
+from agentledger.demo.runner import DemoOptions, flush_mode, run_demo
+from agentledger.demo.soak import ALL, SOAK_POINTS, progress_bar, render_soak
+from agentledger.demo.soak_runner import SoakOptions, run_soak
 from agentledger.demo.worker import parse_targets, work
 from agentledger.stack.resolve import resolve_settings
 
@@ -24,7 +26,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Runs --runs refund-agent runs on the local stack against a sandbox provider. With "
             "--kill-at the worker process SIGKILLs itself at the chosen point (hit picked by "
-            "--seed); Redis is then flushed (FLUSHALL, or --flush namespace) and every run is "
+            "--seed); Redis is then flushed (FLUSHALL of the embedded stack's Redis; a Redis "
+            "named by AGENTLEDGER_REDIS_URL only with --flush all or --flush namespace) and every "
+            "run is "
             "resumed in a brand-new process. Exits 1 if an effect was performed twice or never, "
             "or if an outcome or the cost differs from an uninterrupted run of the same seed."
         ),
@@ -41,15 +45,43 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     demo.add_argument("--provider-url", default=None, help="a sandbox-compatible provider")
     demo.add_argument(
         "--flush",
-        choices=("all", "namespace"),
-        default="all",
-        help="FLUSHALL Redis (default), or delete only this deployment's key prefix",
+        choices=("all", "namespace", "none"),
+        default=None,
+        help=(
+            "after the kill: FLUSHALL, delete only this deployment's key prefix, or keep Redis; "
+            "default: all on the embedded stack; a Redis named by AGENTLEDGER_REDIS_URL needs "
+            "this flag"
+        ),
     )
     demo.add_argument("--concurrency", type=int, default=16, help="runs in flight per worker")
     demo.add_argument("--json", action="store_true", help="print the report as one JSON object")
     demo.set_defaults(run=_demo)
 
-    child = subparsers.add_parser("demo-worker", help=argparse.SUPPRESS)
+    soak = subparsers.add_parser(
+        "soak",
+        help="repeat kill-and-resume trials across every kill point; exit 1 on any failure",
+        description=(
+            "Each trial runs --runs-per-trial refund runs in a worker that SIGKILLs itself at "
+            "one kill point (--kill-at all cycles through every point; the hit is picked by the "
+            "trial's seed, derived from --seed). The namespace's Redis keys are then wiped and a "
+            "brand-new process resumes the runs. The sandbox provider's own effect list is the "
+            "judge: prints a table of trials, duplicates, lost effects and cost differences by "
+            "kill point, keeps the logs of failed trials, exits 1 on any failure."
+        ),
+    )
+    soak.add_argument("--trials", type=int, default=10, help="how many trials (default 10)")
+    soak.add_argument("--kill-at", choices=(ALL, *SOAK_POINTS), default=ALL)
+    soak.add_argument("--seed", type=int, default=1, help="derives every trial's seed")
+    soak.add_argument("--runs-per-trial", type=int, default=2, help="runs per trial (default 2)")
+    soak.add_argument(
+        "--batch", type=int, default=10, help="trials resumed together by one process"
+    )
+    soak.add_argument("--provider-url", default=None, help="a sandbox-compatible provider")
+    soak.add_argument("--run-prefix", default=None, help="run ids <prefix>-t00000-0 … (unique)")
+    soak.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    soak.set_defaults(run=_soak)
+
+    child = subparsers.add_parser("demo-worker")
     child.add_argument("--kafka-bootstrap", required=True)
     child.add_argument("--redis-url", required=True)
     child.add_argument("--topic-prefix", required=True)
@@ -73,7 +105,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 async def _demo(args: argparse.Namespace) -> int:
-    settings = await resolve_settings(WorkerSettings())
+    given = WorkerSettings()
+    settings = await resolve_settings(given)
     options = DemoOptions(
         runs=args.runs,
         kill_at=args.kill_at,
@@ -81,7 +114,9 @@ async def _demo(args: argparse.Namespace) -> int:
         resume=not args.no_resume,
         run_prefix=args.run_prefix,
         provider_url=args.provider_url,
-        flush=args.flush,
+        flush=flush_mode(
+            args.flush, redis_given=given.redis_url is not None, killing=args.kill_at is not None
+        ),
         concurrency=args.concurrency,
     )
     report = await run_demo(settings, options)
@@ -89,6 +124,32 @@ async def _demo(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report.as_json(), sort_keys=True) + "\n")
     else:
         sys.stdout.write(render(report) + "\n")
+    return 0 if report.ok else EXIT_FAILED
+
+
+async def _soak(args: argparse.Namespace) -> int:
+    settings = await resolve_settings(WorkerSettings())
+    options = SoakOptions(
+        trials=args.trials,
+        kill_at=args.kill_at,
+        seed=args.seed,
+        runs_per_trial=args.runs_per_trial,
+        batch=args.batch,
+        provider_url=args.provider_url,
+        run_prefix=args.run_prefix,
+    )
+    tty = sys.stderr.isatty()
+
+    def progress(done: int, total: int, failed: int) -> None:
+        sys.stderr.write(("\r" if tty else "") + progress_bar(done, total, failed))
+        sys.stderr.write("" if tty and done < total else "\n")
+        sys.stderr.flush()
+
+    report = await run_soak(settings, options, progress)
+    if args.json:
+        sys.stdout.write(json.dumps(report.as_json(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_soak(report) + "\n")
     return 0 if report.ok else EXIT_FAILED
 
 

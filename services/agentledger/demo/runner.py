@@ -37,7 +37,7 @@ from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.views import RunView, fold
 
-Flush = Literal["all", "namespace"]
+Flush = Literal["all", "namespace", "none"]
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,28 @@ class DemoOptions:
     resume: bool = True
     run_prefix: str | None = None
     provider_url: str | None = None
-    flush: Flush = "all"
+    flush: Flush = "none"
     concurrency: int = 16
+
+
+def flush_mode(requested: Flush | None, *, redis_given: bool, killing: bool) -> Flush:
+    """How the demo wipes Redis before resuming; it never wipes a Redis it did not start unasked.
+
+    Without a kill there is nothing to wipe. After a kill, the embedded stack's Redis is
+    flushed (FLUSHALL); a Redis named by ``AGENTLEDGER_REDIS_URL`` is someone's, so the demo
+    refuses unless ``--flush all`` or ``--flush namespace`` says which keys may go.
+    """
+    if requested is not None:
+        return requested
+    if not killing:
+        return "none"
+    if redis_given:
+        msg = (
+            "the demo wipes Redis after the kill, and AGENTLEDGER_REDIS_URL names a Redis it did "
+            "not start: pass --flush namespace (this key prefix only) or --flush all (FLUSHALL)"
+        )
+        raise ConfigurationError(msg)
+    return "all"
 
 
 def default_prefix() -> str:
@@ -161,7 +181,9 @@ async def spawn_forked(command: list[str], log_path: Path) -> tuple[int, str]:
 
 
 async def flush_redis(settings: WorkerSettings, mode: Flush) -> str:
-    """Wipe Redis as a cold machine would find it: FLUSHALL, or only this key prefix."""
+    """Wipe Redis as a cold machine would find it: FLUSHALL, only this key prefix, or not."""
+    if mode == "none":
+        return "none"
     if settings.redis_url is None:
         raise ConfigurationError("no redis_url to flush")
     client = Redis.from_url(settings.redis_url)
