@@ -16,7 +16,7 @@ from agentledger.errors import (
     RunPausedError,
     VersionDriftError,
 )
-from agentledger.events import ActivityRecorded, EffectIntended, RunStarted
+from agentledger.events import ActivityRecorded, EffectIntended, PlanRevised, RunStarted
 from agentledger.integrations.pydantic_ai import (
     AgentLedgerDurability,
     effect_tool,
@@ -272,3 +272,41 @@ async def test_outside_a_recorded_run_the_agent_runs_plainly(env: Any) -> None:
     with pytest.raises(ConfigurationError):
         await agent.run("refund")
     assert env.provider.calls == 0
+
+
+async def test_a_run_longer_than_its_plan_grows_the_plan_and_resumes(env: Any) -> None:
+    """A run of more steps than planned revises its plan once (doubling it) and a resume after
+    a crash past that point replays every step without sending anything again."""
+    calls = 33  # 33 tool calls + 34 requests: 67 steps, past the first 64
+
+    def loop(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        del info
+        done = sum(1 for m in messages for p in m.parts if p.part_kind == "tool-return")
+        if done >= calls:
+            return ModelResponse(parts=[TextPart(f"{done} done")])
+        return ModelResponse(parts=[ToolCallPart("refund", {"order_id": f"o{done}"})])
+
+    def agent_for() -> Agent:
+        agent: Agent[None, str] = Agent(
+            FunctionModel(loop, model_name="loop"),
+            name="loop",
+            capabilities=[AgentLedgerDurability()],
+        )
+
+        @agent.tool_plain
+        async def refund(order_id: str) -> str:
+            """Refund an order."""
+            return (await perform_effect("refund", refund_request(order_id, 1))).key
+
+        return agent
+
+    crashing = env.ledger(kill_switch=env.crash_switch("after_checkpoint", hit=66))
+    with pytest.raises(SimulatedCrash):
+        await run_agent(agent_for(), "go", ledger=crashing, run_id="r1")
+    env.expire_leases()
+    done = await run_agent(agent_for(), "go", ledger=env.ledger(), run_id="r1")
+    assert done.output == f"{calls} done"
+    assert (done.sent, done.replayed) == (1, calls)
+    assert env.provider.calls == calls
+    revised = [e for e in await env.events("r1") if isinstance(e, PlanRevised)]
+    assert [len(e.plan) for e in revised] == [128]

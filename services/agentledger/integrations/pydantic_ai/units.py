@@ -103,9 +103,9 @@ class RunUnits:
         _RUN.reset(token)
 
     async def _grow_plan(self) -> None:
-        plan = list(self.run.view.plan)
-        if self.index < len(plan):
+        if self.index < len(self.run.view.plan):  # the common case: no copy of a long plan
             return
+        plan = list(self.run.view.plan)
         grown = [*plan, *([UNIT] * max(len(plan), PLAN_CHUNK))]
         await self.run.revise_plan(grown, f"the agent needs more than {len(plan)} steps")
 
