@@ -16,10 +16,12 @@ from types import TracebackType
 from agentledger._core.killswitch import KillSwitch
 from agentledger._core.loader import fold_log
 from agentledger._core.payloads import Payloads
+from agentledger._core.writer import Checkpoints
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.bus.port import EventLog, Position
 from agentledger.events.models import Event, RunEvent, now_ms
 from agentledger.leasing import MemoryLeaseStore
+from agentledger.leasing.run_index import MemoryRunIndex
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import Provider
 from agentledger.views import RunView
@@ -50,6 +52,8 @@ class RecordingEventLog(EventLog):
     def __init__(self, inner: EventLog) -> None:
         self.inner = inner
         self.batches: list[list[Event]] = []
+        #: read_run and run_end_positions calls (opening a new run from the index makes none).
+        self.reads = 0
 
     async def publish(self, events: Sequence[Event]) -> None:
         """Publish through the wrapped log, then remember the batch."""
@@ -60,11 +64,17 @@ class RecordingEventLog(EventLog):
         self, run_id: str, *, since: Mapping[tuple[str, int], int] | None = None
     ) -> list[RunEvent]:
         """The wrapped log's events of the run."""
+        self.reads += 1
         return await self.inner.read_run(run_id, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The wrapped log's end positions."""
+        self.reads += 1
         return await self.inner.run_end_positions(run_id)
+
+    async def never_written(self) -> bool:
+        """The wrapped log's answer."""
+        return await self.inner.never_written()
 
     def batch_types(self) -> list[list[str]]:
         """The event type names of every batch, in order."""
@@ -99,6 +109,8 @@ class LedgerEnvironment:
         self.memory_log = MemoryEventLog()
         self.log = RecordingEventLog(self.memory_log)
         self.leases = MemoryLeaseStore(clock=self.clock)
+        # Not vouched for: like a Redis that has not seen the empty log yet.
+        self.runs = MemoryRunIndex(whole=False)
         self.memory_log.guard = self.leases
         self.provider = MemoryProvider(name="sandbox")
         self.providers: dict[str, Provider] = dict(providers or {"sandbox": self.provider})
@@ -127,8 +139,11 @@ class LedgerEnvironment:
         kill_switch: KillSwitch | None = None,
         views: ViewReader | None = None,
         worker_id: str | None = None,
+        checkpoints: Checkpoints = "each_step",
+        run_index: bool = False,
     ) -> Ledger:
-        """A new worker over the shared ports, with its own id (like a new process)."""
+        """A new worker over the shared ports, with its own id (like a new process); with
+        ``run_index`` it opens new runs from the shared in-memory run index (``runs``)."""
         self._workers += 1
         return Ledger(
             log=self.log,
@@ -140,6 +155,8 @@ class LedgerEnvironment:
             worker_id=worker_id or f"test-worker-{self._workers}",
             lease_ttl_ms=self.lease_ttl_ms,
             clock=self.clock,
+            checkpoints=checkpoints,
+            runs=self.runs if run_index else None,
         )
 
     def crash_switch(self, point: str, hit: int = 1) -> CrashSwitch:
@@ -151,8 +168,9 @@ class LedgerEnvironment:
         self.clock.advance(self.lease_ttl_ms + 1)
 
     def flush_redis(self) -> None:
-        """Forget every lease and fence, as FLUSHALL does."""
+        """Forget every lease and fence (and the run index), as FLUSHALL does."""
         self.leases.flush()
+        self.runs.flush()
 
     async def events(self, run_id: str) -> list[RunEvent]:
         """Every committed event of the run, in seq order."""

@@ -18,6 +18,7 @@ KillPoint = Literal[
     "after_provider_commit",  # the provider performed an effect, the outcome is not recorded
     "before_checkpoint",  # acceptance passed, the checkpoint is not written
     "after_checkpoint",  # the step's checkpoint is durable
+    "checkpoint_pending",  # with_next_commit: the step returns, its checkpoint is only queued
 ]
 KILL_POINTS: tuple[str, ...] = (
     "step",
@@ -25,6 +26,7 @@ KILL_POINTS: tuple[str, ...] = (
     "after_provider_commit",
     "before_checkpoint",
     "after_checkpoint",
+    "checkpoint_pending",
 )
 ANY = "any"
 

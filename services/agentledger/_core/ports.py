@@ -9,6 +9,7 @@ from agentledger._core.settings import WorkerSettings
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.leasing.run_index import RedisRunIndex
 from agentledger.redisclient import pooled_client, redacted
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
@@ -40,6 +41,8 @@ class WorkerPorts:
             wait_s=settings.redis_pool_wait_s,
         )
         self.leases = RedisLeaseStore(self.redis, key_prefix=prefix, endpoint=endpoint)
+        #: Which runs were ever opened (``Ledger.from_settings(..., runs=ports.runs)``).
+        self.runs = RedisRunIndex(self.redis, key_prefix=prefix, endpoint=endpoint)
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self._own_views: RedisViewStore | None = None
         if views is None and settings.use_views:

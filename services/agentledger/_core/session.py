@@ -13,7 +13,7 @@ from agentledger._core.killswitch import KillPoint, KillSwitch
 from agentledger._core.payloads import Payloads
 from agentledger._core.replay import effect_index
 from agentledger._core.spec import RunSpec
-from agentledger._core.writer import RunWriter
+from agentledger._core.writer import Checkpoints, RunWriter
 from agentledger.bus.port import EventLog
 from agentledger.errors import (
     BudgetExceededError,
@@ -24,6 +24,7 @@ from agentledger.errors import (
 from agentledger.events.models import FINISHED_STATUSES, RunFinished, RunPaused
 from agentledger.leases import LeaseStore
 from agentledger.leasing import LeaseKeeper
+from agentledger.leasing.run_index import RunIndex
 from agentledger.providers.protocol import Provider
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
@@ -43,6 +44,11 @@ class Services:
     lease_ttl_ms: int
     views: ViewReader | None = None
     barrier_s: float = 0.0
+    checkpoints: Checkpoints = "each_step"
+    #: Opening a new run asks it instead of reading the log (None: always read the log).
+    runs: RunIndex | None = None
+    #: Set once the log was found written to: the run index is not vouched for again.
+    log_written: bool = False
 
     def provider(self, name: str | None, *, run_id: str) -> tuple[str, Provider]:
         """The provider called ``name`` (or the only one configured)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from agentledger._core.killswitch import ANY, KILL_POINTS
+from agentledger._core.writer import Checkpoints
 from agentledger.providers.settings import ProviderSettings
 from agentledger.redisclient import DEFAULT_MAX_CONNECTIONS, DEFAULT_POOL_WAIT_S
 
@@ -67,6 +68,22 @@ class WorkerSettings(ProviderSettings):
         default=None, description="store large payloads as files here (unset = always inline)"
     )
     blob_threshold_bytes: int = Field(default=64 * 1024, ge=1)
+    checkpoints: Checkpoints = Field(
+        default="each_step",
+        description=(
+            "each_step: a step returns once its checkpoint is committed (two commits per "
+            "effect step); with_next_commit: the checkpoint commits with the run's next durable "
+            "write (the next intent, a durable activity, a pause, the finish): one commit per "
+            "effect step, and a crash re-runs the last step's body (effects are never repeated)"
+        ),
+    )
+    run_index: bool = Field(
+        default=True,
+        description=(
+            "open new runs from the Redis run index without reading the log (the log is read "
+            "when the index was wiped, until a worker finds the run topics empty)"
+        ),
+    )
     kill_point: str | None = Field(
         default=None, description="chaos only: SIGKILL this process at this SDK kill point"
     )

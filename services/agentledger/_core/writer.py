@@ -9,7 +9,7 @@ run must be reopened (resumed) from the log, never continued.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from agentledger.bus.port import EventLog
 from agentledger.errors import RunClosedError
@@ -17,6 +17,10 @@ from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
 from agentledger.views import Admission, RunView, admit, apply_event
 
 E = TypeVar("E", bound=RunEvent)
+#: When a step's checkpoint is committed: at once, or with the run's next durable write.
+Checkpoints = Literal["each_step", "with_next_commit"]
+#: A queue of deferred checkpoints longer than this is committed at the end of the step.
+MAX_DEFERRED_EVENTS = 64
 
 
 class RunWriter:

@@ -100,6 +100,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     child.add_argument(
         "--barrier-s", type=float, default=0.0, help="wait for the projector on resume (s)"
     )
+    child.add_argument(
+        "--checkpoints",
+        choices=["each_step", "with_next_commit"],
+        default="each_step",
+        help="commit each step's checkpoint at once, or with the run's next durable write",
+    )
     child.add_argument("targets", nargs="+", metavar="RUN_ID[@SEED]")
     child.set_defaults(run=_demo_worker)
 
@@ -166,6 +172,7 @@ async def _demo_worker(args: argparse.Namespace) -> int:
         kill_hit=args.kill_hit,
         use_views=args.use_views,
         resume_barrier_s=args.barrier_s,
+        checkpoints=args.checkpoints,
     )
     outcome = await work(
         settings,

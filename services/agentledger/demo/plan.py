@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from agentledger._core.killswitch import ANY, KillSwitch
+from agentledger._core.writer import Checkpoints
 from agentledger.demo.agent import refund_agent, spec_for
 from agentledger.testing import LedgerEnvironment
 from agentledger.views import RunView
@@ -67,12 +68,14 @@ def expected_of(view: RunView) -> Expected:
     )
 
 
-async def reference(ids: Sequence[str], seed: int) -> Reference:
+async def reference(
+    ids: Sequence[str], seed: int, *, checkpoints: Checkpoints = "each_step"
+) -> Reference:
     """Run every run uninterrupted on the in-memory ports and record what it did."""
     switch = KillSwitch()
     runs: dict[str, Expected] = {}
     async with LedgerEnvironment() as env:
-        ledger = env.ledger(kill_switch=switch)
+        ledger = env.ledger(kill_switch=switch, checkpoints=checkpoints)
         for run_id in ids:
             async with ledger.run(spec_for(run_id, seed)) as run:
                 await refund_agent(run, seed)

@@ -19,6 +19,7 @@ from typing import Literal
 from redis.asyncio import Redis
 
 from agentledger._core.settings import WorkerSettings
+from agentledger._core.writer import Checkpoints
 from agentledger.bus.admin import ensure_topics
 from agentledger.bus.reading import RunReader
 from agentledger.demo.plan import (
@@ -102,6 +103,7 @@ def worker_command(
     kill: tuple[str, int] | None,
     concurrency: int,
     use_views: bool = False,
+    checkpoints: Checkpoints = "each_step",
 ) -> list[str]:
     """The command line of one demo worker process (a brand-new interpreter)."""
     if settings.kafka_bootstrap is None or settings.redis_url is None:
@@ -123,6 +125,8 @@ def worker_command(
         cmd += ["--kill-point", kill[0], "--kill-hit", str(kill[1])]
     if use_views:
         cmd += ["--use-views", "--barrier-s", "20"]
+    if checkpoints != "each_step":
+        cmd += ["--checkpoints", checkpoints]
     return [*cmd, "--", *(f"{run_id}@{seed}" for run_id, seed in targets)]
 
 

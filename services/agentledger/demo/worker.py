@@ -49,6 +49,7 @@ async def work(
             leases=ports.leases,
             providers={"sandbox": provider},
             views=ports.views,
+            runs=ports.runs,
         )
         gate = asyncio.Semaphore(concurrency)
 

@@ -70,7 +70,7 @@ class FleetWorker:
             )
             tap = DurableTap(ports.log)
             ledger = Ledger.from_settings(
-                s, log=tap, leases=ports.leases, providers=providers, views=views
+                s, log=tap, leases=ports.leases, providers=providers, views=views, runs=ports.runs
             )
             executor = RunExecutor(
                 s, agent=self.agent, ledger=ledger, tap=tap, leases=ports.leases,

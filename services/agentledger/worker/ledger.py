@@ -12,9 +12,12 @@ from agentledger._core.session import RunSession, Services
 from agentledger._core.settings import WorkerSettings, default_worker_id
 from agentledger._core.spec import RunSpec
 from agentledger._core.versions import Policy
+from agentledger._core.writer import Checkpoints
 from agentledger.bus.port import EventLog
+from agentledger.errors import AgentLedgerError
 from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
+from agentledger.leasing.run_index import RunIndex
 from agentledger.providers.protocol import Provider
 from agentledger.views.store import ViewReader
 from agentledger.worker.decisions import decide
@@ -41,6 +44,8 @@ class Ledger:
         lease_ttl_ms: int = 15_000,
         barrier_s: float = 0.0,
         clock: Callable[[], int] = now_ms,
+        checkpoints: Checkpoints = "each_step",
+        runs: RunIndex | None = None,
     ) -> None:
         self.services = Services(
             log=log,
@@ -53,6 +58,8 @@ class Ledger:
             lease_ttl_ms=lease_ttl_ms,
             views=views,
             barrier_s=barrier_s,
+            checkpoints=checkpoints,
+            runs=runs,
         )
 
     @classmethod
@@ -64,9 +71,10 @@ class Ledger:
         leases: LeaseStore,
         providers: Mapping[str, Provider],
         views: ViewReader | None = None,
+        runs: RunIndex | None = None,
     ) -> Ledger:
-        """A ledger with the worker id, lease ttl, barrier, blob store and kill switch of
-        ``settings``."""
+        """A ledger with the worker id, lease ttl, barrier, blob store, kill switch and
+        checkpoint mode of ``settings``; ``runs`` is used only with ``settings.run_index``."""
         blobs = FileBlobStore(settings.blob_dir) if settings.blob_dir is not None else None
         return cls(
             log=log,
@@ -78,6 +86,8 @@ class Ledger:
             worker_id=settings.worker_id,
             lease_ttl_ms=settings.lease_ttl_ms,
             barrier_s=settings.resume_barrier_s,
+            checkpoints=settings.checkpoints,
+            runs=runs if settings.run_index else None,
         )
 
     @property
@@ -101,8 +111,11 @@ class Ledger:
         try:
             yield Run(session)
             await _finish_if_done(session)
-        except BaseException as e:
-            crashed = not isinstance(e, Exception)
+        except Exception:
+            await _commit_queued(session)
+            raise
+        except BaseException:
+            crashed = True
             raise
         finally:
             await _close(session, release=not crashed)
@@ -140,6 +153,21 @@ async def _finish_if_done(session: RunSession) -> None:
         await Run(session).finish(session.last_result)
     elif session.writer.pending and session.writer.broken is None:
         await session.writer.flush()
+
+
+async def _commit_queued(session: RunSession) -> None:
+    """On an ordinary exception, commit the checkpoints still queued (with_next_commit) so that
+    the steps that returned are not run again; a failure here must not hide the exception."""
+    writer = session.writer
+    if writer is None or not writer.pending or writer.broken is not None:
+        return
+    if session.services.checkpoints != "with_next_commit":
+        return
+    try:
+        session.ensure_lease()
+        await writer.flush()
+    except AgentLedgerError as e:
+        session.log.warning("queued_checkpoints_lost", error=f"{type(e).__name__}: {e}")
 
 
 async def _close(session: RunSession, *, release: bool) -> None:

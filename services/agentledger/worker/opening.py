@@ -42,6 +42,8 @@ async def open_session(
         check_name("step", name)
     if not spec.run_id:
         raise RunError("a run needs a non-empty run_id", run_id=spec.run_id)
+    if await _certainly_new(services, spec.run_id):
+        return await _start(services, spec, RunView(run_id=spec.run_id))
     loaded = await load_view(
         services.log, spec.run_id, reader=services.views, barrier_s=services.barrier_s
     )
@@ -51,6 +53,28 @@ async def open_session(
     if view.status == "new":
         return await _start(services, spec, view)
     return await _resume(services, spec, view, loaded.source, on_version_drift)
+
+
+async def _certainly_new(services: Services, run_id: str) -> bool:
+    """True when the run index says no event of ``run_id`` can be in the log (no log read).
+
+    The claim is made before anything of the run is written. A wiped index is vouched for
+    again only by a log that was never written to (then this run is new too); once the log is
+    found written, this process stops asking it and every unsure open reads the log.
+    """
+    runs = services.runs
+    if runs is None:
+        return False
+    claim = await runs.claim(run_id)
+    if claim != "unsure":
+        return claim == "new"
+    if services.log_written:
+        return False
+    if await services.log.never_written():
+        await runs.vouch()
+        return True
+    services.log_written = True
+    return False
 
 
 async def _take(services: Services, view: RunView) -> tuple[RunWriter, LeaseKeeper]:

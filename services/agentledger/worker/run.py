@@ -12,6 +12,7 @@ from agentledger._core.keys import check_name
 from agentledger._core.replay import check_step
 from agentledger._core.session import RunSession
 from agentledger._core.spec import Check
+from agentledger._core.writer import MAX_DEFERRED_EVENTS
 from agentledger.errors import (
     AgentLedgerError,
     ApprovalError,
@@ -254,6 +255,15 @@ class Run:
             result_ref_uri=encoded.ref_uri,
             result_ref_hash=encoded.ref_hash,
         )
+        if session.services.checkpoints == "with_next_commit":
+            # Rides with the run's next durable write (the next intent at the latest); a crash
+            # before it is a crash at before_checkpoint: the attempt is continued on resume.
+            if len(writer.pending) >= MAX_DEFERRED_EVENTS:
+                session.ensure_lease()
+                await writer.flush()
+            session.kill_point("checkpoint_pending")
+            step.log.debug("step_checkpoint_queued")
+            return value, None
         session.ensure_lease()
         await writer.flush()
         session.kill_point("after_checkpoint")
