@@ -10,6 +10,7 @@ from bench.peers.base import Peer, PeerUnavailableError
 # name -> "module:class"; the order is the order of the report's columns.
 PEERS: dict[str, str] = {
     "agentledger": "bench.peers.ledger:LedgerPeer",
+    "agentledger-before": "bench.peers.ledger_sdk:LedgerBeforePeer",
     "agentledger-raw": "bench.peers.ledger_raw:LedgerRawPeer",
     "langgraph-agentledger": "bench.peers.langgraph_agentledger:AgentLedgerSaverPeer",
     "pydantic-ai-agentledger": "bench.peers.pydantic_ai_peer:PydanticAiLedgerPeer",

@@ -161,3 +161,20 @@ async def test_after_a_wipe_the_index_is_not_trusted_and_runs_resume_from_the_lo
         async with env.ledger(run_index=True).run(RunSpec(run_id="r3", agent="t", plan=("a",))):
             pass
         assert env.log.reads > reads
+
+
+async def test_sync_commits_the_queued_checkpoint_at_once() -> None:
+    """Run.sync makes the steps that returned durable before the next commit would."""
+    async with LedgerEnvironment() as env:
+
+        async def crash_in_the_second_step() -> None:
+            async with env.ledger(
+                checkpoints="with_next_commit", kill_switch=env.crash_switch("step", 2)
+            ).run(spec()) as run:
+                await run.step("a", effect_body)
+                await run.sync()
+                await run.step("b", effect_body)
+
+        with pytest.raises(SimulatedCrash):
+            await crash_in_the_second_step()
+        assert (await env.view("r1")).cursor == 1

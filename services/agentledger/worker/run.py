@@ -270,6 +270,16 @@ class Run:
         step.log.debug("step_checkpointed")
         return value, None
 
+    async def sync(self) -> None:
+        """Commit what is queued now (with ``checkpoints="with_next_commit"``, the checkpoints
+        of the steps that returned since the last commit); nothing to do otherwise."""
+        session = self._session
+        writer = session.writer
+        if writer is None or not writer.pending:
+            return
+        session.ensure_lease()
+        await writer.flush()
+
     async def revise_plan(self, plan: Sequence[str], reason: str) -> None:
         """Replace the plan from the current step on (PlanRevised); earlier steps keep theirs."""
         session = self._session
