@@ -6,11 +6,15 @@ import hashlib
 import re
 from collections.abc import Mapping
 
+from agentledger.errors import RunError
 from agentledger.providers.hashing import canonical_json, sha256_hex
 
 #: Effect and activity names travel inside idempotency keys: keep them short and plain.
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$")
 KEY_VERSION = "al1"
+#: Run ids name Kafka record keys, Redis keys and log lines: printable, no spaces, bounded.
+MAX_RUN_ID = 200
+RUN_ID_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._:@+=~/\-]{{0,{MAX_RUN_ID - 1}}}$")
 
 
 def check_name(what: str, name: str) -> str:
@@ -19,6 +23,18 @@ def check_name(what: str, name: str) -> str:
         msg = f"{what} name {name!r} must match {NAME_PATTERN.pattern} (e.g. 'refund')"
         raise ValueError(msg)
     return name
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it can name a run, else raise RunError saying what is allowed."""
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        shown = run_id if len(run_id) <= 80 else f"{run_id[:80]}… ({len(run_id)} characters)"
+        msg = (
+            f"run id {shown!r} must be 1-{MAX_RUN_ID} characters: letters, digits and "
+            "._:@+=~/- (starting with a letter or digit)"
+        )
+        raise RunError(msg, run_id=run_id[:80])
+    return run_id
 
 
 def effect_key(run_id: str, step: int, effect: str, ordinal: int) -> str:

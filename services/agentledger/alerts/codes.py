@@ -114,6 +114,21 @@ RUN_UNREADABLE = AlertCode(
     "`agentledger runs skip-record RUN --topic T --partition P --offset O --reason TEXT`; "
     "the run becomes resumable and the reconciler re-queues it.",
 )
+RUN_EVENT_AFTER_FINISH = AlertCode(
+    "run.event_after_finish",
+    "critical",
+    "an event was written to a run that had already finished",
+    "A finished run takes only effect findings and compensations; this event was not applied. "
+    "Find the writer (worker id, topic, partition and offset in the detail): a forged record, "
+    "or a worker that kept writing after the run ended.",
+)
+RUN_SEQ_DIVERGENT = AlertCode(
+    "run.seq_divergent",
+    "critical",
+    "two different events claim the same seq of a run",
+    "The first one stays applied, the second was not. Compare both at the offsets in the "
+    "detail: two writers shared a fence, or a record was forged.",
+)
 
 ALERT_CODES: dict[str, AlertCode] = {
     c.code: c
@@ -131,5 +146,7 @@ ALERT_CODES: dict[str, AlertCode] = {
         VIEWS_WIPED,
         PROJECTOR_STALLED,
         RUN_UNREADABLE,
+        RUN_EVENT_AFTER_FINISH,
+        RUN_SEQ_DIVERGENT,
     )
 }

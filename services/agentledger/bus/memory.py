@@ -139,7 +139,8 @@ class MemoryEventLog(EventLog):
                     bad.append(e)
                     continue
                 if isinstance(event, RunEvent):
-                    found.append(event)
+                    if event.run_id == run_id:  # else misplaced: the projector dead-letters it
+                        found.append(event)
                 else:
                     bad.append(
                         DecodeError(

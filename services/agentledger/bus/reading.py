@@ -122,6 +122,10 @@ class RunReader:
                 self._decode(record, found, bad)
         if bad:
             raise RunLogCorruptError(run_id, bad)
+        # a record under the run's key whose event names another run is misplaced: the
+        # projector dead-letters it (agentledger.projector.applier.misplaced), so it is no
+        # event of this run here either
+        found = [e for e in found if e.run_id == run_id]
         found.sort(key=lambda e: e.seq)
         return found
 

@@ -13,6 +13,7 @@ import json
 import uuid
 from typing import Any
 
+from agentledger._core.keys import check_run_id
 from agentledger._core.loader import load_view
 from agentledger._core.writer import RunWriter
 from agentledger.errors import RunError
@@ -86,7 +87,7 @@ async def fork_run(
     if parent.status == "new":
         raise RunError("no such run (it has no events)", run_id=parent_run_id)
     inherited = inherited_of(parent, from_step)
-    child_id = run_id or fork_id(parent_run_id)
+    child_id = check_run_id(run_id or fork_id(parent_run_id))
     if barrier is not None:
         await barrier.wait(child_id)
     child = (

@@ -6,6 +6,7 @@ import getpass
 import uuid
 from typing import Any
 
+from agentledger._core.keys import check_run_id
 from agentledger._core.payloads import Payloads
 from agentledger.bus.port import EventPublisher
 from agentledger.events.models import ResumeRequested, RunRequested
@@ -40,7 +41,7 @@ async def submit_run(
     """
     text = (payloads or Payloads()).inline(value)
     request = RunRequested(
-        run_id=run_id or new_run_id(agent),
+        run_id=check_run_id(run_id or new_run_id(agent)),
         agent=agent,
         input_json=text,
         requested_by=requested_by or requester(),

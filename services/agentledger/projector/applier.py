@@ -16,11 +16,18 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import EventPublisher
 from agentledger.errors import DecodeError, ViewWriteConflictError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Alert, DeadLettered, RunEvent
-from agentledger.projector.findings import dead_letter, fence_conflict_alert, stale_fence_alert
+from agentledger.projector.findings import (
+    closed_run_alert,
+    dead_letter,
+    divergent_seq_alert,
+    fence_conflict_alert,
+    stale_fence_alert,
+)
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
 from agentledger.views.fold import FoldResult, fold
@@ -108,8 +115,30 @@ class Decoded:
     where: dict[str, Record] = field(default_factory=dict)
 
 
-def decode_records(codec: EventCodec, records: Iterable[Record]) -> Decoded:
-    """Decode every record; what cannot be used becomes a dead letter (never an exception)."""
+def misplaced(rec: Record, event: RunEvent, partitions: int | None) -> str | None:
+    """Why ``rec`` is not where a writer puts ``event`` (None when it is): run events are keyed
+    by their run id and sit on the partition of that key. Readers of one run (the SDK folding
+    it from Kafka) only ever see its key's partition, so the projector must not use the rest."""
+    if rec.key != run_key(event.run_id):
+        return (
+            f"{type(event).__name__} of run {event.run_id!r} has key {rec.key!r}; run events are "
+            "keyed by their run id"
+        )
+    if partitions is not None:
+        home = partition_for(rec.key, partitions)
+        if rec.partition != home:
+            return (
+                f"{type(event).__name__} of run {event.run_id!r} is on partition "
+                f"{rec.partition}; its key belongs on partition {home} of {partitions}"
+            )
+    return None
+
+
+def decode_records(
+    codec: EventCodec, records: Iterable[Record], partitions: int | None = None
+) -> Decoded:
+    """Decode every record; what cannot be used (undecodable, not a run event, or not where its
+    run's events go with ``partitions`` per run topic) becomes a dead letter, never an error."""
     out = Decoded()
     for rec in records:
         try:
@@ -122,6 +151,10 @@ def decode_records(codec: EventCodec, records: Iterable[Record]) -> Decoded:
         if not isinstance(event, RunEvent):
             reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
             out.letters.append(dead_letter(rec, reason))
+            continue
+        wrong = misplaced(rec, event, partitions)
+        if wrong is not None:
+            out.letters.append(dead_letter(rec, wrong))
             continue
         out.runs.setdefault(event.run_id, []).append(event)
         out.where[event.event_id] = rec
@@ -181,8 +214,10 @@ class Applier:
         *,
         metrics: Metrics,
         cache_size: int = 20_000,
+        partitions: int | None = None,
     ) -> None:
         self._store = store
+        self._partitions = partitions
         self._publisher = publisher
         self._codec = codec
         self._metrics = metrics
@@ -204,7 +239,9 @@ class Applier:
         """Apply ``records`` to ``namespace`` and then raise ``progress`` (with the indexes, in
         one step); on any error drop the cache and re-raise."""
         try:
-            await self._apply(namespace, decode_records(self._codec, records), progress or {})
+            await self._apply(
+                namespace, decode_records(self._codec, records, self._partitions), progress or {}
+            )
         except BaseException:
             self._cache.clear()
             raise
@@ -338,4 +375,14 @@ class Applier:
                 "fence_conflict", run_id=event.run_id, worker_id=event.worker_id, seq=event.seq
             )
             found.append(fence_conflict_alert(event, view, batch.where.get(event.event_id)))
+        for event in done.result.divergent:
+            log.warning(
+                "seq_divergent", run_id=event.run_id, worker_id=event.worker_id, seq=event.seq
+            )
+            found.append(divergent_seq_alert(event, view, batch.where.get(event.event_id)))
+        for event in done.result.closed:
+            log.warning(
+                "event_after_finish", run_id=event.run_id, worker_id=event.worker_id, seq=event.seq
+            )
+            found.append(closed_run_alert(event, view, batch.where.get(event.event_id)))
         return found

@@ -78,14 +78,17 @@ class BulkCounts:
 class PartitionFold:
     """The in-memory fold of one partition number's records (pure: no I/O)."""
 
-    def __init__(self, codec: EventCodec, counts: BulkCounts) -> None:
+    def __init__(
+        self, codec: EventCodec, counts: BulkCounts, partitions: int | None = None
+    ) -> None:
         self._codec = codec
         self._counts = counts
+        self._partitions = partitions
         self._runs: dict[str, _Run] = {}
 
     def add(self, records: Sequence[Record]) -> None:
         """Fold a chunk of records (each partition's in offset order)."""
-        decoded = decode_records(self._codec, records)
+        decoded = decode_records(self._codec, records, self._partitions)
         self._counts.records += len(records)
         self._counts.dead_letters += len(decoded.letters)
         for run_id, events in decoded.runs.items():
@@ -157,6 +160,7 @@ async def bulk_replay(
     codec: EventCodec,
     on_progress: Callable[[Progress], None] | None = None,
     progress_every_s: float = 1.0,
+    partitions: int | None = None,
 ) -> BulkCounts:
     """Fold ``ranges`` into ``namespace`` one partition number at a time, each run written once;
     writing partition ``p`` overlaps reading ``p + 1``; progress recorded at the end."""
@@ -178,7 +182,7 @@ async def bulk_replay(
     async with asyncio.TaskGroup() as tg:
         writing: asyncio.Task[None] | None = None
         for number in sorted(by_number):
-            part = PartitionFold(codec, counts)
+            part = PartitionFold(codec, counts, partitions)
             async for records in reader.read(by_number[number], chunk):
                 part.add(records)
                 tell()

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import json
 
-from agentledger.alerts.codes import PROJECTOR_GAP, PROJECTOR_STALLED, VIEWS_WIPED
+from agentledger.alerts.codes import (
+    PROJECTOR_GAP,
+    PROJECTOR_STALLED,
+    RUN_EVENT_AFTER_FINISH,
+    RUN_SEQ_DIVERGENT,
+    VIEWS_WIPED,
+)
 from agentledger.events.models import Alert, DeadLettered, RunEvent, now_ms
 from agentledger.projector.ports import Record
 from agentledger.views.model import RunView
@@ -67,6 +73,61 @@ def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) 
             seq=event.seq,
             fence=event.fence,
             view_fence=view.fence,
+            applied_seq=view.applied_seq,
+            **_where(record),
+        ),
+    )
+
+
+def divergent_seq_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+    """A second, different event claims a seq already applied under the same fence."""
+    code = RUN_SEQ_DIVERGENT
+    return Alert(
+        alert_id=f"{code.code}:{event.event_id}",
+        code=code.code,
+        severity=code.severity,
+        source=SOURCE,
+        run_id=event.run_id,
+        worker_id=event.worker_id,
+        summary=(
+            f"run {event.run_id}: a {type(event).__name__} at seq {event.seq} (fence "
+            f"{event.fence}, worker {event.worker_id}) differs from the event applied at that "
+            "seq. It was not applied."
+        ),
+        action=code.action,
+        detail_json=_detail(
+            event_id=event.event_id,
+            event_type=type(event).__name__,
+            seq=event.seq,
+            fence=event.fence,
+            applied_digest=view.recent_digests.get(event.seq),
+            **_where(record),
+        ),
+    )
+
+
+def closed_run_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+    """An event written to a finished run that a finished run does not take."""
+    code = RUN_EVENT_AFTER_FINISH
+    return Alert(
+        alert_id=f"{code.code}:{event.event_id}",
+        code=code.code,
+        severity=code.severity,
+        source=SOURCE,
+        run_id=event.run_id,
+        worker_id=event.worker_id,
+        summary=(
+            f"run {event.run_id} finished ({view.status}) but worker {event.worker_id} wrote a "
+            f"{type(event).__name__} at seq {event.seq} (fence {event.fence}). It was not "
+            "applied."
+        ),
+        action=code.action,
+        detail_json=_detail(
+            event_id=event.event_id,
+            event_type=type(event).__name__,
+            seq=event.seq,
+            fence=event.fence,
+            status=view.status,
             applied_seq=view.applied_seq,
             **_where(record),
         ),

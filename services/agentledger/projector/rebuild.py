@@ -59,8 +59,10 @@ async def replay_into_new_namespace(
 ) -> Replay:
     """Replay every run topic from its earliest offset to its current end into a new namespace
     (see :mod:`.bulk`); ``on_progress`` is told records, rate and ETA about once a second."""
-    del partitions  # every partition of ``run_topics`` is read; kept for callers' symmetry
     tps = await reader.partitions(run_topics)
+    # records off their key's partition are dead-lettered, as the live projector does; the
+    # count the topics really have decides (``partitions`` if they have none yet)
+    partitions = max((p + 1 for _, p in tps), default=partitions)
     ends = await reader.end_offsets(tps)
     begins = await reader.beginning_offsets(tps)
     namespace = await store.create_namespace()
@@ -73,6 +75,7 @@ async def replay_into_new_namespace(
         chunk=chunk,
         codec=codec or EventCodec(),
         on_progress=on_progress,
+        partitions=partitions,
     )
     seconds = time.monotonic() - started
     log.info("replayed", namespace=namespace, records=counts.records, seconds=round(seconds, 3))

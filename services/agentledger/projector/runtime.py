@@ -127,7 +127,12 @@ class ProjectorRuntime:
             KafkaPublisher(s, codec=codec, client_id=f"{s.projector_group}-findings")
         )
         applier = Applier(
-            store, publisher, codec, metrics=self.metrics, cache_size=s.projector_cache_runs
+            store,
+            publisher,
+            codec,
+            metrics=self.metrics,
+            cache_size=s.projector_cache_runs,
+            partitions=s.run_partitions,
         )
         self._store = store
         self._publisher = publisher

@@ -49,9 +49,7 @@ def configure_tracing(settings: TracingSettings, default_service: str) -> bool:
     except ImportError as e:
         msg = "OTEL_TRACES_EXPORTER is set but the SDK is missing: pip install 'agentledger[otel]'"
         raise ConfigurationError(msg) from e
-    resource = resources.Resource.create(
-        {"service.name": settings.service_name or default_service}
-    )
+    resource = resources.Resource.create({"service.name": settings.service_name or default_service})
     provider = sdk_trace.TracerProvider(resource=resource)
     if exporter_name == "console":
         out = _open(settings.traces_file)

@@ -73,8 +73,8 @@ def child_span(
 ) -> Iterator[trace.Span]:
     """A step, activity or effect span under the current one (the run's root if none)."""
     current = trace.get_current_span().get_span_context()
-    ctx = None if current.is_valid else trace.set_span_in_context(
-        NonRecordingSpan(run_root(run_id))
+    ctx = (
+        None if current.is_valid else trace.set_span_in_context(NonRecordingSpan(run_root(run_id)))
     )
     with _tracer().start_as_current_span(
         name, context=ctx, attributes={RUN_ID: run_id, **_clean(attributes or {})},

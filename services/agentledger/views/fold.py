@@ -7,6 +7,7 @@ delivered in any order that keeps each topic's order and with any duplicates, gi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
@@ -47,6 +48,14 @@ from agentledger.views.model import (
     Versions,
 )
 
+#: What a finished run still accepts: what the reconciler and operators record about its
+#: effects afterwards (a lookup's finding, a compensation). Anything else written after
+#: RunFinished is refused (forged or misplaced: it would rewrite a finished run).
+AFTER_FINISH: tuple[type[RunEvent], ...] = (EffectReconciled, EffectCompensated)
+#: How many of the last applied seqs keep a digest of their event, to tell a redelivery of one
+#: (same content) from a second, different event written at that seq.
+RECENT_DIGESTS = 16
+
 _FINDING_STATE = {"LANDED": "landed", "NOT_LANDED": "not_landed", "UNKNOWN": "unknown"}
 _RESOLVED_STATES = frozenset({"succeeded", "failed", "landed", "compensated"})
 
@@ -59,26 +68,48 @@ class Admission(Enum):
     PARK = "park"
     STALE = "stale"
     CONFLICT = "conflict"
+    DIVERGENT = "divergent"
+    CLOSED = "closed"
+
+
+def event_digest(event: RunEvent) -> str:
+    """A short digest of what ``event`` says: its type, envelope and fields, but not its id or
+    time (a writer that sends an event again after an unknown outcome may stamp new ones)."""
+    body = event.model_dump_json(exclude={"event_id", "occurred_at"})
+    return hashlib.sha256(f"{type(event).__name__}:{body}".encode()).hexdigest()[:16]
 
 
 def admit(view: RunView, event: RunEvent) -> Admission:
     """Decide whether ``event`` is next in the run's sequence, and from a current writer.
 
     A lower fence at a position the current fence already owns is a zombie write (STALE); a
-    lower fence before that position is a redelivery (DUPLICATE). A higher fence at a position
-    already taken means a takeover raced a zombie write (CONFLICT): the new writer must re-claim.
+    lower fence before that position is a redelivery (DUPLICATE), and so is the same fence at a
+    taken position, unless the event differs from the one applied there (DIVERGENT: two events
+    claim one seq). A higher fence at a position already taken means a takeover raced a zombie
+    write (CONFLICT): the new writer must re-claim. A finished run accepts only the events of
+    :data:`AFTER_FINISH` (CLOSED otherwise, never parked: it could never be applied).
     """
     if event.seq <= view.applied_seq:
-        if event.fence < view.fence and event.seq >= view.fence_since_seq:
-            return Admission.STALE
-        if event.fence > view.fence:
-            return Admission.CONFLICT
-        return Admission.DUPLICATE
+        return _taken(view, event)
     if event.fence < view.fence:
         return Admission.STALE
+    if view.status in FINISHED_STATUSES and not isinstance(event, AFTER_FINISH):
+        return Admission.CLOSED
     if event.seq > view.applied_seq + 1:
         return Admission.PARK
     return Admission.APPLY
+
+
+def _taken(view: RunView, event: RunEvent) -> Admission:
+    """The verdict on an event at a seq the view has already applied."""
+    if event.fence < view.fence and event.seq >= view.fence_since_seq:
+        return Admission.STALE
+    if event.fence > view.fence:
+        return Admission.CONFLICT
+    recorded = view.recent_digests.get(event.seq)
+    if recorded is not None and recorded != event_digest(event):
+        return Admission.DIVERGENT
+    return Admission.DUPLICATE
 
 
 @dataclass
@@ -91,6 +122,8 @@ class FoldResult:
     parked: list[RunEvent] = field(default_factory=list)
     stale: list[RunEvent] = field(default_factory=list)
     conflicts: list[RunEvent] = field(default_factory=list)
+    divergent: list[RunEvent] = field(default_factory=list)
+    closed: list[RunEvent] = field(default_factory=list)
     touched_steps: set[int] = field(default_factory=set)
     touched_effects: set[str] = field(default_factory=set)
 
@@ -121,6 +154,10 @@ def fold(view: RunView, events: list[RunEvent], *, in_place: bool = False) -> Fo
                 result.stale.append(event)
             elif verdict is Admission.CONFLICT:
                 result.conflicts.append(event)
+            elif verdict is Admission.DIVERGENT:
+                result.divergent.append(event)
+            elif verdict is Admission.CLOSED:
+                result.closed.append(event)
             else:
                 result.parked.append(event)
     return result
@@ -131,6 +168,10 @@ def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None
     if event.fence > view.fence:
         view.fence_since_seq = event.seq
     view.applied_seq = event.seq
+    digests = view.recent_digests
+    digests[event.seq] = event_digest(event)
+    for old in [seq for seq in digests if seq <= event.seq - RECENT_DIGESTS]:
+        del digests[old]
     view.fence = max(view.fence, event.fence)
     view.worker_id = event.worker_id
     view.updated_at = event.occurred_at

@@ -158,6 +158,8 @@ class RunView(BaseModel):
     started_at: int = 0
     updated_at: int = 0
     finished_at: int | None = None
+    #: seq -> digest of the event applied there, for the last RECENT_DIGESTS seqs (fold.py)
+    recent_digests: dict[int, str] = Field(default_factory=dict)
     steps: dict[int, StepView] = Field(default_factory=dict)
     effects: dict[str, EffectView] = Field(default_factory=dict)
 

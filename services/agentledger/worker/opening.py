@@ -11,7 +11,7 @@ from __future__ import annotations
 import structlog
 
 from agentledger._core import versions
-from agentledger._core.keys import check_name
+from agentledger._core.keys import check_name, check_run_id
 from agentledger._core.loader import load_view
 from agentledger._core.session import RunSession, Services
 from agentledger._core.spec import RunSpec
@@ -40,8 +40,7 @@ async def open_session(
     """Start or resume ``spec.run_id``; a finished run opens read-only."""
     for name in spec.plan:
         check_name("step", name)
-    if not spec.run_id:
-        raise RunError("a run needs a non-empty run_id", run_id=spec.run_id)
+    check_run_id(spec.run_id)
     if await _certainly_new(services, spec.run_id):
         return await _start(services, spec, RunView(run_id=spec.run_id))
     loaded = await load_view(

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 import structlog
 
+from agentledger._core.keys import check_run_id
 from agentledger._core.loader import fold_log, load_view
 from agentledger._core.session import Services
 from agentledger._core.writer import RunWriter
@@ -49,8 +50,8 @@ class Threads:
         self._ordinals: OrderedDict[str, tuple[int, int]] = OrderedDict()
 
     def run_id(self, thread_id: str) -> str:
-        """The run a thread is recorded as."""
-        return self._settings.thread_run_prefix + thread_id
+        """The run a thread is recorded as (RunError for a thread id no run id can hold)."""
+        return check_run_id(self._settings.thread_run_prefix + thread_id)
 
     def held(self) -> list[str]:
         """Thread ids this saver holds now."""
