@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from agentledger.bus.partitioning import run_key
 from agentledger.events import EventCodec, RunEvent
 from agentledger.events.models import EffectIntended
 from agentledger.projector.bulk import BulkCounts, PartitionFold, Progress
@@ -75,7 +76,8 @@ def test_a_partition_fold_carries_parked_events_across_chunks() -> None:
     counts = BulkCounts()
     fold = PartitionFold(codec, counts)
     as_records = [
-        Record(TOPICS.steps, 0, n, None, codec.encode(e)) for n, e in enumerate(later + first)
+        Record(TOPICS.steps, 0, n, run_key(e.run_id), codec.encode(e))
+        for n, e in enumerate(later + first)
     ]
     fold.add(as_records[: len(later)])
     fold.add(as_records[len(later) :])
@@ -93,7 +95,12 @@ def test_an_open_intent_is_indexed_by_the_bulk_write() -> None:
     events = run_events("r1", steps=1)[:3]
     assert isinstance(events[-1], EffectIntended)
     fold = PartitionFold(codec, BulkCounts())
-    fold.add([Record(TOPICS.steps, 0, n, None, codec.encode(e)) for n, e in enumerate(events)])
+    fold.add(
+        [
+            Record(TOPICS.steps, 0, n, run_key(e.run_id), codec.encode(e))
+            for n, e in enumerate(events)
+        ]
+    )
     _, updates = fold.writes()
     assert list(updates["r1"].open_intents) == ["r1:0:pay:0"]
     assert updates["r1"].status == "running"
