@@ -3,9 +3,11 @@
 On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
 topics, in one run:
 
-- ``--events`` run events (runs of 8 events over the three topics, each run written in two
-  transactions) are published first; then ONE projector process (faust worker) is started and
-  the figure is events applied per second from its first applied batch to the last;
+- a projector is started on the empty topics and stopped (the live namespace is born); then
+  ``--events`` run events (runs of 8 events over the three topics, each run written in two
+  transactions) are published; then ``--instances`` projector processes (faust workers, one
+  consumer group) are started and the figure is events applied per second by all of them
+  together, from the first applied batch to the last;
 - the same topics are rebuilt in this process into a fresh namespace (``views rebuild``'s
   code path): rebuild events/s;
 - under a steady load of ``--lag-rate`` runs/s for ``--lag-seconds`` while the projector runs,
@@ -13,8 +15,8 @@ topics, in one run:
   (polled every 2 ms), p50/p99;
 - the floor measured in the same run: a raw read_committed aiokafka consume loop over the same
   records, a pipelined Redis write loop (one HSET of a small hash per event, 1000 a pipeline),
-  and faust's own delivery rate (the same app and transport with an agent that only counts):
-  the projector cannot apply faster than faust delivers.
+  and faust's own per-event delivery rate (the same app and transport with an agent that only
+  counts; the projector takes its records in bulk beneath that path, see projector/intake.py).
 
 JSON on stdout (or ``--json FILE``).
 """
@@ -30,6 +32,7 @@ import statistics
 import sys
 import time
 import uuid
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -75,19 +78,36 @@ async def _publish(settings: ProjectorSettings, runs: int) -> tuple[int, float]:
     return events, events / (time.perf_counter() - started)
 
 
-async def _projector_rate(proc: ProjectorProcess, total: int) -> dict[str, float]:
-    """Events/s from the first applied batch to the last, as the projector's metrics show."""
-    first = await until(proc.metrics, lambda m: int(m["events_applied"]) > 0, 600)
+async def _projector_rate(procs: list[ProjectorProcess], total: int) -> dict[str, float]:
+    """Events/s of all ``procs`` together, from their first applied batch to the last, as
+    their metrics show."""
+
+    async def applied() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(p.metrics() for p in procs)))
+
+    def count(ms: list[dict[str, Any]]) -> int:
+        return sum(int(m["events_applied"]) for m in ms)
+
+    first = await until(applied, lambda ms: count(ms) > 0, 600)
     started = time.perf_counter()
-    base = int(first["events_applied"])
-    last = await until(proc.metrics, lambda m: int(m["events_applied"]) >= total, 3600)
+    base = count(first)
+    last = await until(applied, lambda ms: count(ms) >= total, 3600)
     elapsed = time.perf_counter() - started
-    applied = int(last["events_applied"]) - base
+    batches = sum(int(m["batches"]) for m in last)
     return {
-        "events_applied_per_s": round(applied / elapsed, 1) if elapsed > 0 else 0.0,
-        "batches": int(last["batches"]),
-        "mean_batch": round(total / max(1, int(last["batches"])), 1),
+        "instances": len(procs),
+        "events_applied_per_s": round((count(last) - base) / elapsed, 1) if elapsed > 0 else 0.0,
+        "batches": batches,
+        "mean_batch": round(total / max(1, batches), 1),
     }
+
+
+async def _born(settings: ProjectorSettings) -> None:
+    """Start a projector on the empty topics and stop it: the live namespace exists (so the
+    measured instances deliver from the group, not a wiped store's re-projection)."""
+    async with ProjectorProcess(settings, name="bench-birth") as proc:
+        await proc.wait_ready()
+        await until(proc.metrics, lambda m: m.get("namespace") is not None, 60)
 
 
 async def _kafka_floor(settings: ProjectorSettings, total: int) -> float:
@@ -192,7 +212,12 @@ async def _lag(
 
 
 async def bench(
-    events: int, lag_rate: float, lag_seconds: float, *, rebuild_only: bool = False
+    events: int,
+    lag_rate: float,
+    lag_seconds: float,
+    *,
+    rebuild_only: bool = False,
+    instances: int = 1,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
     no lag, no faust floor — for rebuilds of millions of events)."""
@@ -203,18 +228,26 @@ async def bench(
     async with isolated_projector(
         base.kafka_bootstrap, base.redis_url, log_level="WARNING"
     ) as settings:
+        if not rebuild_only:
+            await _born(settings)
         total, publish_rate = await _publish(settings, runs_n)
         projector: dict[str, float] = {}
         lag: dict[str, float] = {}
         if not rebuild_only:
-            async with (
-                RedisViewStore.from_url(
-                    base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
-                ) as store,
-                ProjectorProcess(settings, name="bench") as proc,
-            ):
-                await proc.wait_ready()
-                projector = await _projector_rate(proc, total)
+            async with AsyncExitStack() as stack:
+                store = await stack.enter_async_context(
+                    RedisViewStore.from_url(
+                        base.redis_url,
+                        key_prefix=settings.key_prefix,
+                        retention_ms=settings.retention,
+                    )
+                )
+                procs = [
+                    await stack.enter_async_context(ProjectorProcess(settings, name=f"bench{i}"))
+                    for i in range(instances)
+                ]
+                await asyncio.gather(*(p.wait_ready() for p in procs))
+                projector = await _projector_rate(procs, total)
                 lag = await _lag(settings, store, lag_rate, lag_seconds)
         async with (
             RedisViewStore.from_url(
@@ -223,7 +256,11 @@ async def bench(
             KafkaLogReader(base.kafka_bootstrap) as reader,
         ):
             replay = await replay_into_new_namespace(
-                store, reader, topic_names(settings).run_topics, partitions=settings.run_partitions
+                store,
+                reader,
+                topic_names(settings).run_topics,
+                partitions=settings.run_partitions,
+                on_progress=lambda p: sys.stderr.write(p.line() + "\n"),
             )
         kafka_floor = await _kafka_floor(settings, total)
         redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
@@ -340,10 +377,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
     )
+    p.add_argument("--instances", type=int, default=1, help="projector processes in the group")
     p.add_argument("--json", type=Path, help="also write the report to this file")
     a = p.parse_args(argv)
     configure_logging("WARNING")
-    report = asyncio.run(bench(a.events, a.lag_rate, a.lag_seconds, rebuild_only=a.rebuild_only))
+    report = asyncio.run(
+        bench(
+            a.events,
+            a.lag_rate,
+            a.lag_seconds,
+            rebuild_only=a.rebuild_only,
+            instances=a.instances,
+        )
+    )
     text = json.dumps(report, indent=2)
     if a.json is not None:
         a.json.write_text(text + "\n")

@@ -1,4 +1,8 @@
-"""The projector as a faust-streaming app: one agent folds batches of the three run topics.
+"""The projector as a faust-streaming app: one task folds batches of the three run topics.
+
+faust runs the app, its web server and the consumer group (with its co-partitioning assignor);
+the run topics' records are taken beneath its per-event path, a whole fetch at a time
+(intake.py).
 
 Two faust behaviours are changed on purpose, both documented where they are done:
 
@@ -22,15 +26,19 @@ from typing import Any
 
 import faust
 import mode
-from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, Transport
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 
 from agentledger.errors import ConfigurationError
+from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
 from agentledger.projector.ports import Record
 from agentledger.projector.prometheus import metrics_view
 from agentledger.projector.runtime import ProjectorRuntime
 from agentledger.projector.settings import ProjectorSettings
 
 READ_COMMITTED = "read_committed"
+#: How often the projector's positions are committed as the group's offsets (where a restart
+#: resumes delivery; Redis holds the progress).
+COMMIT_EVERY_S = 1.0
 
 
 class _ReadCommittedConsumerThread(AIOKafkaConsumerThread):
@@ -45,7 +53,7 @@ class _ReadCommittedConsumerThread(AIOKafkaConsumerThread):
         return consumer
 
 
-class _ReadCommittedConsumer(Consumer):
+class _ReadCommittedConsumer(BulkConsumer):
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
@@ -55,7 +63,9 @@ class _ReadCommittedTransport(Transport):
 
 
 class ProjectorApp(faust.App):
-    """faust.App whose consumers read committed records only."""
+    """faust.App whose consumers read committed records only, the run topics' in bulk."""
+
+    intake: Intake | None = None
 
     def _new_transport(self) -> Any:
         return _ReadCommittedTransport(self.conf.broker_consumer, self)
@@ -101,6 +111,7 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         table_standby_replicas=1,
         producer_acks=-1,
         broker_commit_interval=1.0,
+        broker_max_poll_records=settings.projector_batch_max,  # one fetch is at most a batch
         broker_session_timeout=settings.projector_session_timeout_ms / 1000,
         broker_heartbeat_interval=settings.projector_session_timeout_ms / 5000,
         web_enabled=settings.projector_web_enabled,
@@ -116,45 +127,35 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         key_serializer="raw",
         value_serializer="raw",
     )
-    # The agent only moves records into a bounded queue; one task folds whatever has queued up
-    # since its last batch (group-commit style): at low load a record waits for no timer, under
-    # load batches grow by themselves. faust acks a record once it is queued, so its committed
-    # offset may run ahead of what is applied; that is safe because Redis, not Kafka, holds the
-    # progress (see runner.py): a restart resumes at the committed offset and the hole below
-    # it is read back from the log.
-    queue: asyncio.Queue[Record] = asyncio.Queue(maxsize=4 * settings.projector_batch_max)
+    # The run topics' records are taken beneath faust, a whole fetch at a time (intake.py);
+    # the agent stays subscribed so that faust's group gives this instance its partitions.
+    # One task folds whatever has queued up since its last batch (group-commit style): at low
+    # load a record waits for no timer, under load batches grow by themselves.
+    intake = Intake(
+        runtime.run_topics,
+        batch_max=settings.projector_batch_max,
+        linger_s=settings.projector_linger_ms / 1000,
+    )
+    app.intake = intake
 
     async def fold_stream(stream: Any) -> None:
-        async for event in stream.events():
-            await queue.put(_record(event))
-
-    linger = settings.projector_linger_ms / 1000
+        async for event in stream.events():  # only if the bulk path were off: same records
+            await runtime.process([_record(event)])
 
     async def fold_batches() -> None:
         while True:
-            batch = [await queue.get()]
-            # wait a little for more: faust delivers on this same thread, so a batch taken the
-            # moment one record arrives stays tiny and every record pays a whole run write
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + linger
-            while len(batch) < settings.projector_batch_max:
-                if not queue.empty():
-                    batch.append(queue.get_nowait())
-                    continue
-                left = deadline - loop.time()
-                if left <= 0:
-                    break
-                try:
-                    batch.append(await asyncio.wait_for(queue.get(), left))
-                except TimeoutError:
-                    break
-            await runtime.process(batch)
+            await runtime.process(await intake.batch())
 
     app.agent(channel, name="agentledger-projector-fold")(fold_stream)
     app.task(fold_batches)
+    committed_at = [0.0]
 
     async def tick() -> None:
         await runtime.tick()
+        loop = asyncio.get_running_loop()
+        if runtime.ready.is_set() and loop.time() - committed_at[0] >= COMMIT_EVERY_S:
+            committed_at[0] = loop.time()
+            await commit_positions(app.consumer, runtime.positions())
 
     app.timer(interval=settings.projector_tick_ms / 1000)(tick)
 

@@ -109,6 +109,10 @@ class ProjectorRuntime:
             raise RuntimeError(msg)
         return self._projector
 
+    def positions(self) -> dict[TopicPartition, int]:
+        """The next offset to apply in each partition the projector tracks ({} before start)."""
+        return {} if self._projector is None else self._projector.positions
+
     async def start(self) -> None:
         """Connect to Redis and Kafka and build the projector."""
         s = self.settings

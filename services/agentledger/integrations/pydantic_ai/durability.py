@@ -118,4 +118,3 @@ class AgentLedgerDurability(BaseDurabilityCapability[AgentDepsT]):
         return LedgerOperationBackend(
             agent_name=self.name, default_model_id=self.default_model_id, config=config
         )
-

@@ -1,0 +1,48 @@
+"""The projector's intake: fetched run-topic record lists formed into batches."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentledger.projector.intake import Intake
+from agentledger.projector.ports import Record
+
+
+def records(topic: str, first: int, n: int) -> list[Record]:
+    """``n`` records of partition 0 of ``topic`` from offset ``first``."""
+    return [Record(topic, 0, first + i, None, b"x") for i in range(n)]
+
+
+async def test_a_batch_takes_every_queued_fetch_in_order_up_to_the_cap() -> None:
+    """Fetches that queued up while the fold was busy make one batch, in arrival order; a fetch
+    is never split, and taking stops once the batch reaches its cap."""
+    intake = Intake(["t"], batch_max=5, linger_s=0)
+    first, second, third = records("t", 0, 3), records("t", 3, 3), records("t", 6, 1)
+    for fetch in (first, second, third):
+        await intake.put(fetch)
+    assert await intake.batch() == first + second
+    assert await intake.batch() == third
+
+
+async def test_a_small_batch_lingers_for_the_next_fetch() -> None:
+    """A batch below its cap waits up to the linger for more records before it is folded."""
+    intake = Intake(["t"], batch_max=100, linger_s=5)
+    await intake.put(records("t", 0, 2))
+    taking = asyncio.ensure_future(intake.batch())
+    await asyncio.sleep(0)
+    assert not taking.done()
+    await intake.put(records("t", 2, 98))
+    batch = await asyncio.wait_for(taking, 5)
+    assert [r.offset for r in batch] == list(range(100))
+
+
+async def test_put_waits_while_the_fold_is_behind() -> None:
+    """A full intake makes the fetcher wait (back-pressure) until a batch is taken."""
+    intake = Intake(["t"], batch_max=1, linger_s=0)
+    for n in range(8):
+        await intake.put(records("t", n, 1))
+    blocked = asyncio.ensure_future(intake.put(records("t", 8, 1)))
+    await asyncio.sleep(0.01)
+    assert not blocked.done()
+    await intake.batch()
+    await asyncio.wait_for(blocked, 5)
