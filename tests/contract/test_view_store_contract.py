@@ -8,6 +8,7 @@ import pytest
 import pytest_asyncio
 
 from agentledger.bus.port import Position
+from agentledger.errors import ViewsWipedError
 from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunStarted, StepStarted
 from agentledger.events.models import RunEvent
 from agentledger.settings import CommonSettings
@@ -355,3 +356,29 @@ async def test_load_many_gives_the_stored_runs_and_leaves_out_the_unknown(
     loaded = await store.load_many(["lm1", "never", "lm2"])
     assert loaded == views
     assert loaded["lm1"] == await store.load("lm1")
+
+
+async def test_progress_of_a_wiped_namespace_is_never_written_again(store: ViewStore) -> None:
+    """Once a namespace's progress vanished (its birth mark with it), index and progress
+    writes raise ViewsWipedError and write nothing; a fresh namespace can replace it once."""
+    ns = await live(store)
+    assert await store.is_marked(ns)
+    await store.record_progress(ns, {("t", 0): 5})
+    await store.drop_namespace(await store.create_namespace())
+    await store.swap(await store.create_namespace())
+    assert await store.drop_namespace(ns) >= 1  # its keys vanish, as in a wipe
+    assert not await store.is_marked(ns)
+    with pytest.raises(ViewsWipedError):
+        await store.record_progress(ns, {("t", 0): 9})
+    with pytest.raises(ViewsWipedError):
+        await store.update_indexes(ns, [IndexUpdate(run_id="r1", status="running")])
+    assert await store.read_progress(ns) == {}
+    assert await store.snapshot(ns) == {}
+    current = await store.live_namespace()
+    assert current is not None
+    fresh = await store.create_namespace()
+    assert await store.replace_live(current, fresh) == fresh
+    assert await store.replace_live(current, await store.create_namespace()) == fresh
+    assert await store.read_progress(fresh) == {}
+    await store.mark_namespace(ns)
+    assert await store.is_marked(ns)

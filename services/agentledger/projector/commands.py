@@ -158,9 +158,20 @@ async def _verify(args: argparse.Namespace) -> int:
                     f"the live projector did not reach the log end within {args.wait} s\n"
                 )
                 return EXIT_DIFFERENT
+            if not await store.is_marked(live):
+                sys.stdout.write(
+                    f"namespace {live} lost its progress mark: Redis was wiped under it and "
+                    "what it holds now was written after the wipe\n"
+                )
+                return EXIT_DIFFERENT
             await store.prune(live)
             await store.prune(replay.namespace)
             result = compare(await store.snapshot(live), await store.snapshot(replay.namespace))
+            if await store.live_namespace() != live:
+                result.differences.append(
+                    f"the live namespace changed from {live} during the comparison "
+                    "(a rebuild was swapped in, or Redis was wiped): verify again"
+                )
         finally:
             await store.drop_namespace(replay.namespace)
     for line in result.differences:

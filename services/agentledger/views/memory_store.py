@@ -121,6 +121,10 @@ class MemoryViewStore(ViewStore):
             BORN_FIELD, b"1"
         )
 
+    async def is_marked(self, namespace: str) -> bool:
+        """See :meth:`ViewStore.is_marked`."""
+        return BORN_FIELD in self._hash(self._keys.space(namespace).progress)
+
     async def replace_live(self, old: str, fresh: str) -> str:
         """See :meth:`ViewStore.replace_live`."""
         current = self._strings.get(self._keys.pointer)

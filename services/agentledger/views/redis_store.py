@@ -184,6 +184,11 @@ class RedisViewStore(ViewStore):
         await self._redis.hsetnx(self._keys.space(namespace).progress, BORN_FIELD, self._clock())
 
     @translated
+    async def is_marked(self, namespace: str) -> bool:
+        """See :meth:`ViewStore.is_marked`."""
+        return bool(await self._redis.hexists(self._keys.space(namespace).progress, BORN_FIELD))
+
+    @translated
     async def replace_live(self, old: str, fresh: str) -> str:
         """See :meth:`ViewStore.replace_live`."""
         (live,) = await self._run_pipeline([(REPLACE_LIVE, [self._keys.pointer], [old, fresh])])

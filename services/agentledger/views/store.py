@@ -144,6 +144,10 @@ class ViewStore(ViewReader):
         """Give ``namespace`` its birth mark if it has none (namespaces of older versions)."""
 
     @abstractmethod
+    async def is_marked(self, namespace: str) -> bool:
+        """Whether ``namespace`` still has its birth mark (gone: its progress vanished)."""
+
+    @abstractmethod
     async def replace_live(self, old: str, fresh: str) -> str:
         """Point at ``fresh`` if the pointer still names ``old`` or nothing; return the live one."""
 
