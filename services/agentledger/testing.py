@@ -24,6 +24,7 @@ from agentledger.leasing import MemoryLeaseStore
 from agentledger.leasing.run_index import MemoryRunIndex
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import Provider
+from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
 from agentledger.worker import Ledger
@@ -141,6 +142,7 @@ class LedgerEnvironment:
         worker_id: str | None = None,
         checkpoints: Checkpoints = "each_step",
         run_index: bool = False,
+        metrics: WorkerMetrics | None = None,
     ) -> Ledger:
         """A new worker over the shared ports, with its own id (like a new process); with
         ``run_index`` it opens new runs from the shared in-memory run index (``runs``)."""
@@ -157,6 +159,7 @@ class LedgerEnvironment:
             clock=self.clock,
             checkpoints=checkpoints,
             runs=self.runs if run_index else None,
+            metrics=metrics,
         )
 
     def crash_switch(self, point: str, hit: int = 1) -> CrashSwitch:

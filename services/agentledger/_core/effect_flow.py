@@ -34,6 +34,14 @@ from agentledger.events.models import (
     Severity,
 )
 from agentledger.providers.protocol import EffectRequest, LookupResult
+from agentledger.telemetry.tracing import (
+    EFFECT,
+    EFFECT_KEY,
+    STEP,
+    child_span,
+    outcome_of,
+    set_outcome,
+)
 from agentledger.views import OPEN_EFFECT_STATES, PERFORMED_STATES, EffectView, RunView
 
 E = TypeVar("E", bound=RunEvent)
@@ -174,6 +182,22 @@ class EffectFlow(ABC, Generic[S]):
 
     async def perform(self, ask: EffectAsk, recorded: EffectView | None) -> EffectResult:
         """Perform ``ask`` at most once under its key, given what is ``recorded`` for it."""
+        attrs = {STEP: ask.step, EFFECT: ask.name, EFFECT_KEY: ask.key}
+        outcome = "error"
+        with child_span("agentledger.effect", self.session.run_id, attrs) as span:
+            try:
+                result = await self._perform(ask, recorded)
+                outcome = "replayed" if result.replayed else result.state
+            except BaseException as e:
+                outcome = outcome_of(e)
+                raise
+            finally:
+                set_outcome(span, outcome)
+                if self.services.metrics is not None:
+                    self.services.metrics.effect(outcome)
+            return result
+
+    async def _perform(self, ask: EffectAsk, recorded: EffectView | None) -> EffectResult:
         session = self.session
         step, name, key, request = ask.step, ask.name, ask.key, ask.request
         if recorded is not None:
@@ -220,6 +244,9 @@ class EffectFlow(ABC, Generic[S]):
         )
         self.intent_queued(step, ordinal, key)
         await writer.flush()  # invariant 2: the intent is durable before the provider is called
+        metrics = self.services.metrics
+        if metrics is not None:
+            metrics.open_intents.inc()
         try:
             answer = await provider.perform(request, key)
         except ProviderUnavailableError as e:
@@ -243,6 +270,9 @@ class EffectFlow(ABC, Generic[S]):
         except Exception as e:  # after a send, any other failure means "we do not know"
             why = f"{type(e).__name__}: {e}"
             raise await self.unknown(step=step, name=name, key=key, why=why, record=True) from e
+        finally:
+            if metrics is not None:
+                metrics.open_intents.dec()
         self.services.kill.reached("after_provider_commit", session.run_id)
         writer.append(
             EffectRecorded,
@@ -263,6 +293,13 @@ class EffectFlow(ABC, Generic[S]):
         The answer is read by the core's one lookup decision (:func:`decide`): an effect found
         under the key with another identity is an identity mismatch, never LANDED.
         """
+        attrs = {STEP: effect.step, EFFECT: effect.effect, EFFECT_KEY: effect.idempotency_key}
+        with child_span("agentledger.effect.lookup", self.session.run_id, attrs) as span:
+            await self._resolve(effect)
+            found = self.session.view.effects.get(effect.idempotency_key)
+            set_outcome(span, found.state if found is not None else "resolved")
+
+    async def _resolve(self, effect: EffectView) -> None:
         writer = self.writer()
         name, provider = self.services.provider(effect.provider or None, run_id=self.session.run_id)
         key = effect.idempotency_key

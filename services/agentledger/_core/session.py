@@ -26,6 +26,7 @@ from agentledger.leases import LeaseStore
 from agentledger.leasing import LeaseKeeper
 from agentledger.leasing.run_index import RunIndex
 from agentledger.providers.protocol import Provider
+from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
 
@@ -49,6 +50,7 @@ class Services:
     runs: RunIndex | None = None
     #: Set once the log was found written to: the run index is not vouched for again.
     log_written: bool = False
+    metrics: WorkerMetrics | None = None
 
     def provider(self, name: str | None, *, run_id: str) -> tuple[str, Provider]:
         """The provider called ``name`` (or the only one configured)."""

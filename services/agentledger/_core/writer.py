@@ -35,6 +35,7 @@ class RunWriter:
         worker_id: str,
         clock: Callable[[], int] = now_ms,
         before_publish: Callable[[], None] | None = None,
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
         self.view = view
@@ -42,6 +43,7 @@ class RunWriter:
         self.worker_id = worker_id
         self._clock = clock
         self._before_publish = before_publish
+        self._after_commit = after_commit
         self.pending: list[Event] = []
         self.broken: BaseException | None = None
         self.commits = 0
@@ -107,6 +109,8 @@ class RunWriter:
             raise
         self.commits += 1
         self.events_written += len(batch)
+        if self._after_commit is not None:
+            self._after_commit()
 
     async def publish(self, cls: type[E], **fields: Any) -> E:
         """Append one event and flush it with everything pending."""

@@ -64,14 +64,22 @@ def run_span(
         record_exception=True,
         set_status_on_exception=True,
     ) as span:
-        yield span
+        try:
+            yield span
+        except BaseException as e:
+            span.set_attribute(OUTCOME, outcome_of(e))
+            raise
 
 
 @contextmanager
 def child_span(
     name: str, run_id: str, attributes: Mapping[str, Any] | None = None
 ) -> Iterator[trace.Span]:
-    """A step, activity or effect span under the current one (the run's root if none)."""
+    """A step, activity or effect span under the current one (the run's root if none).
+
+    An exception ending the span sets ``agentledger.outcome`` from its type (``unknown``,
+    ``failed``, ``paused`` …; ``crashed`` for a kill or a cancellation).
+    """
     current = trace.get_current_span().get_span_context()
     ctx = (
         None if current.is_valid else trace.set_span_in_context(NonRecordingSpan(run_root(run_id)))
@@ -80,7 +88,34 @@ def child_span(
         name, context=ctx, attributes={RUN_ID: run_id, **_clean(attributes or {})},
         record_exception=True, set_status_on_exception=True,
     ) as span:  # fmt: skip
-        yield span
+        try:
+            yield span
+        except BaseException as e:
+            span.set_attribute(OUTCOME, outcome_of(e))
+            raise
+
+
+#: What an exception means as a span's outcome (by class name: no import of the error module).
+_OUTCOMES = {
+    "EffectUnknownError": "unknown",
+    "IdentityMismatchError": "identity_mismatch",
+    "EffectFailedError": "failed",
+    "RunPausedError": "paused",
+    "ApprovalError": "approval",
+    "StepRejectedError": "rejected",
+    "BudgetExceededError": "budget_exceeded",
+    "StaleFenceError": "fenced",
+}
+
+
+def outcome_of(error: BaseException) -> str:
+    """The outcome an exception stands for (``error`` for an unexpected one)."""
+    if not isinstance(error, Exception):
+        return "crashed"
+    for cls in type(error).__mro__:
+        if cls.__name__ in _OUTCOMES:
+            return _OUTCOMES[cls.__name__]
+    return "error"
 
 
 def set_outcome(span: trace.Span, outcome: str, *, error: bool = False) -> None:

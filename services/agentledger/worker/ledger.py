@@ -19,6 +19,8 @@ from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.leasing.run_index import RunIndex
 from agentledger.providers.protocol import Provider
+from agentledger.telemetry.tracing import run_span, set_outcome
+from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.views.store import ViewReader
 from agentledger.worker.decisions import decide
 from agentledger.worker.opening import open_session
@@ -46,6 +48,7 @@ class Ledger:
         clock: Callable[[], int] = now_ms,
         checkpoints: Checkpoints = "each_step",
         runs: RunIndex | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.services = Services(
             log=log,
@@ -60,6 +63,7 @@ class Ledger:
             barrier_s=barrier_s,
             checkpoints=checkpoints,
             runs=runs,
+            metrics=metrics,
         )
 
     @classmethod
@@ -106,19 +110,27 @@ class Ledger:
         run resumable and releases the lease; a crash (a BaseException such as cancellation
         or a simulated kill) writes nothing more and leaves the lease to expire.
         """
-        session = await open_session(self.services, spec, on_version_drift=on_version_drift)
-        crashed = False
-        try:
-            yield Run(session)
-            await _finish_if_done(session)
-        except Exception:
-            await _commit_queued(session)
-            raise
-        except BaseException:
-            crashed = True
-            raise
-        finally:
-            await _close(session, release=not crashed)
+        attrs = {"agentledger.agent": spec.agent}
+        with run_span("agentledger.run.open", spec.run_id, attrs) as span:
+            session = await open_session(self.services, spec, on_version_drift=on_version_drift)
+            mode = _mode(session)
+            span.update_name(f"agentledger.run.{mode}")
+            span.set_attribute("agentledger.run.mode", mode)
+            if self.services.metrics is not None:
+                self.services.metrics.runs.labels(mode=mode).inc()
+            crashed = False
+            try:
+                yield Run(session)
+                await _finish_if_done(session)
+            except Exception:
+                await _commit_queued(session)
+                raise
+            except BaseException:
+                crashed = True
+                raise
+            finally:
+                await _close(session, release=not crashed)
+            set_outcome(span, session.view.status)
 
     async def decide(
         self,
@@ -143,6 +155,13 @@ class Ledger:
             note=note,
             also=also,
         )
+
+
+def _mode(session: RunSession) -> str:
+    """``open`` for a new run, ``resume`` for one with events, ``read`` for a finished one."""
+    if session.writer is None:
+        return "read"
+    return "open" if session.source == "new" else "resume"
 
 
 async def _finish_if_done(session: RunSession) -> None:

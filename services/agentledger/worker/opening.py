@@ -90,6 +90,7 @@ async def _take(services: Services, view: RunView) -> tuple[RunWriter, LeaseKeep
         worker_id=services.worker_id,
         clock=services.clock,
         before_publish=keeper.ensure_held,
+        after_commit=services.metrics.committed if services.metrics is not None else None,
     )
     return writer, keeper
 

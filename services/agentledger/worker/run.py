@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ from agentledger.events.models import (
     StepRejected,
     StepStarted,
 )
+from agentledger.telemetry.tracing import STEP, STEP_NAME, child_span, outcome_of, set_outcome
 from agentledger.views import RunView
 from agentledger.worker.step import Step
 
@@ -142,20 +144,38 @@ class Run:
         if session.in_step:
             raise RunError("steps cannot be nested", run_id=self.run_id)
         index = session.next_index
-        check_step(session.view, index, name)
-        recorded = session.view.steps.get(index)
-        if recorded is not None and recorded.status == "checkpointed":
-            session.next_index += 1
-            value = await session.services.payloads.decode(
-                recorded.result_json, recorded.result_ref_uri, recorded.result_ref_hash
-            )
-            session.last_result = value
-            return value
-        session.in_step = True
-        try:
-            return await self._attempts(index, name, body, accept, attempts)
-        finally:
-            session.in_step = False
+        attrs = {STEP: index, STEP_NAME: name}
+        metrics = session.services.metrics
+        started = time.monotonic()
+        outcome = "error"
+        with child_span("agentledger.step", self.run_id, attrs) as span:
+            try:
+                check_step(session.view, index, name)
+                recorded = session.view.steps.get(index)
+                if recorded is not None and recorded.status == "checkpointed":
+                    session.next_index += 1
+                    value = await session.services.payloads.decode(
+                        recorded.result_json, recorded.result_ref_uri, recorded.result_ref_hash
+                    )
+                    session.last_result = value
+                    outcome = "replayed"
+                    return value
+                session.in_step = True
+                try:
+                    value = await self._attempts(index, name, body, accept, attempts)
+                finally:
+                    session.in_step = False
+                outcome = "checkpointed"
+                return value
+            except BaseException as e:
+                outcome = outcome_of(e)
+                raise
+            finally:
+                set_outcome(span, outcome)
+                if metrics is not None:
+                    metrics.step_seconds.labels(outcome=outcome).observe(
+                        time.monotonic() - started
+                    )
 
     async def _attempts(
         self, index: int, name: str, body: StepBody, accept: Accept | None, attempts: int

@@ -13,6 +13,7 @@ from agentledger.errors import ApprovalError, RunPausedError
 from agentledger.events.models import ActivityRecorded, RunFinished
 from agentledger.providers.hashing import sha256_hex
 from agentledger.providers.protocol import EffectRequest
+from agentledger.telemetry.tracing import ACTIVITY, STEP, child_span, set_outcome
 from agentledger.views import Approval, StepView
 from agentledger.worker import approvals
 from agentledger.worker.effects import perform_effect
@@ -63,6 +64,22 @@ class Step:
         return await self._record(name, fn, kind="read", durable=durable, source_uri=uri)
 
     async def _record(
+        self, name: str, fn: ActivityFn, *, kind: str, durable: bool, source_uri: str | None
+    ) -> Any:
+        attrs = {STEP: self.index, ACTIVITY: name, "agentledger.activity.kind": kind}
+        with child_span("agentledger.activity", self.run_id, attrs) as span:
+            recorded_before = self._recorded_activity(self._activities)
+            value = await self._record_once(
+                name, fn, kind=kind, durable=durable, source_uri=source_uri
+            )
+            set_outcome(span, "replayed" if recorded_before else "recorded")
+            return value
+
+    def _recorded_activity(self, ordinal: int) -> bool:
+        recorded = self._recorded()
+        return recorded is not None and ordinal in recorded.activities
+
+    async def _record_once(
         self, name: str, fn: ActivityFn, *, kind: str, durable: bool, source_uri: str | None
     ) -> Any:
         check_name("activity", name)
