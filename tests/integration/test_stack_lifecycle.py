@@ -75,7 +75,9 @@ def test_up_twice_then_down_leaves_no_process_of_ours(state_dir: Path) -> None:
     """`up` starts both, a second `up` reuses them, `status` tells the truth, `down` stops both."""
     first = _cli(state_dir, "stack", "up")
     assert first.returncode == 0, first.stderr
-    env = dict(line.split("=", 1) for line in first.stdout.split())
+    lines = first.stdout.splitlines()
+    assert all(line.startswith("export ") for line in lines)
+    env = dict(line.removeprefix("export ").split("=", 1) for line in lines)
     assert env["AGENTLEDGER_KAFKA_BOOTSTRAP"].startswith("127.0.0.1:")
     assert env["AGENTLEDGER_REDIS_URL"].startswith("redis://127.0.0.1:")
     pids = _recorded(state_dir)

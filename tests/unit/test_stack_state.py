@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,15 +66,28 @@ def test_state_of_another_format_is_refused(tmp_path: Path) -> None:
 
 
 def test_endpoints_are_loopback_and_env_lines_are_evalable() -> None:
-    """Endpoints come from the recorded ports and print as KEY=value lines."""
+    """Endpoints come from the recorded ports and print as ``export KEY=value`` lines."""
     state = _state()
     assert state.kafka is not None
     assert state.redis is not None
     endpoints = Endpoints(kafka_bootstrap(state.kafka), redis_url(state.redis))
     assert endpoints.env_lines() == [
-        "AGENTLEDGER_KAFKA_BOOTSTRAP=127.0.0.1:41001",
-        "AGENTLEDGER_REDIS_URL=redis://127.0.0.1:41003/0",
+        "export AGENTLEDGER_KAFKA_BOOTSTRAP=127.0.0.1:41001",
+        "export AGENTLEDGER_REDIS_URL=redis://127.0.0.1:41003/0",
     ]
+
+
+def test_evaluated_env_lines_reach_a_child_process() -> None:
+    """After ``eval "$(agentledger stack env)"`` in bash, a child process sees both variables."""
+    endpoints = Endpoints("127.0.0.1:41001", "redis://127.0.0.1:41003/0")
+    script = 'eval "$LINES"; env'
+    env = {"PATH": os.environ.get("PATH", ""), "LINES": "\n".join(endpoints.env_lines())}
+    child = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    seen = dict(line.split("=", 1) for line in child.stdout.splitlines() if "=" in line)
+    assert seen["AGENTLEDGER_KAFKA_BOOTSTRAP"] == "127.0.0.1:41001"
+    assert seen["AGENTLEDGER_REDIS_URL"] == "redis://127.0.0.1:41003/0"
 
 
 def test_status_lines_say_what_runs_where_and_since_when(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -85,10 +86,13 @@ class Endpoints:
     redis_url: str
 
     def env_lines(self) -> list[str]:
-        """``KEY=value`` lines for ``eval "$(agentledger stack env)"``."""
+        """``export KEY=value`` lines: ``eval "$(agentledger stack env)"`` reaches child processes.
+
+        Without ``export`` the shell would set the variables for itself only.
+        """
         return [
-            f"AGENTLEDGER_KAFKA_BOOTSTRAP={self.kafka_bootstrap}",
-            f"AGENTLEDGER_REDIS_URL={self.redis_url}",
+            f"export AGENTLEDGER_KAFKA_BOOTSTRAP={shlex.quote(self.kafka_bootstrap)}",
+            f"export AGENTLEDGER_REDIS_URL={shlex.quote(self.redis_url)}",
         ]
 
 
