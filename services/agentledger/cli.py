@@ -13,14 +13,18 @@ import argparse
 import asyncio
 import importlib
 import logging
+import os
+import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TextIO
 
 import structlog
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from agentledger.errors import AgentLedgerError
+from agentledger.settings import unknown_variables
 from agentledger.telemetry.otel_setup import TracingSettings, configure_tracing
 
 Handler = Callable[[argparse.Namespace], int | Coroutine[Any, Any, int]]
@@ -103,6 +107,14 @@ def describe_validation_error(error: ValidationError) -> str:
     return "invalid settings: " + "; ".join(parts)
 
 
+def describe_settings_error(error: SettingsError) -> str:
+    """One line naming the variable pydantic-settings could not parse (JSON fields), and why."""
+    match = re.search(r'field "([^"]+)"', str(error))
+    var = f"{ENV_PREFIX}{match.group(1).upper()}" if match else "a setting"
+    cause = f": {error.__cause__}" if error.__cause__ is not None else ""
+    return f"invalid settings: {var} is not valid JSON{cause}"
+
+
 def _fail(message: str) -> int:
     """Print one error on stderr and return the error exit code."""
     sys.stderr.write(f"agentledger: error: {message}\n")
@@ -115,12 +127,17 @@ def run(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging(args.log_level, args.log_format)
     handler: Handler = args.run
+    typo = unknown_variables(os.environ)
+    if typo is not None:
+        return _fail(typo)
     try:
         configure_tracing(TracingSettings(), f"agentledger-{args.command}")
         outcome = handler(args)
         code: int = asyncio.run(outcome) if isinstance(outcome, Coroutine) else outcome
     except ValidationError as e:
         return _fail(describe_validation_error(e))
+    except SettingsError as e:
+        return _fail(describe_settings_error(e))
     except AgentLedgerError as e:
         return _fail(str(e))
     except KeyboardInterrupt:

@@ -7,14 +7,18 @@ else reads ``os.environ``.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentledger.redaction import redacted_url
 
 DEFAULT_STATE_DIR = Path(".agentledger")
+DEFAULT_TOPIC_PREFIX = "agentledger."
+ENV_PREFIX = "AGENTLEDGER_"
 
 
 class CommonSettings(BaseSettings):
@@ -36,7 +40,9 @@ class CommonSettings(BaseSettings):
     state_dir: Path = Field(
         default=DEFAULT_STATE_DIR, description="where the local stack keeps its data"
     )
-    topic_prefix: str = Field(default="agentledger.", description="prefix of every topic name")
+    topic_prefix: str = Field(
+        default=DEFAULT_TOPIC_PREFIX, description="prefix of every topic name"
+    )
     key_prefix: str = Field(default="al", description="prefix of every Redis key")
     run_partitions: int = Field(
         default=4, ge=1, le=1024, description="partitions of every run topic (co-partitioned)"
@@ -119,3 +125,56 @@ class CommonSettings(BaseSettings):
             msg = f"AGENTLEDGER_LOG_LEVEL={value!r}: use DEBUG, INFO, WARNING or ERROR"
             raise ValueError(msg)
         return upper
+
+
+def _settings_classes() -> list[type[BaseSettings]]:
+    """Every settings class imported so far (the CLI imports every command's)."""
+    found: list[type[BaseSettings]] = []
+    todo: list[type[BaseSettings]] = [BaseSettings]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in found:
+                found.append(sub)
+                todo.append(sub)
+    return found
+
+
+def _names_of(cls: type[BaseSettings]) -> set[str]:
+    prefix = str(cls.model_config.get("env_prefix") or "")
+    names = set()
+    for name, info in cls.model_fields.items():
+        alias = info.validation_alias
+        if isinstance(alias, str):
+            names.add(alias.upper())
+        elif isinstance(alias, AliasChoices):
+            names.update(choice.upper() for choice in alias.choices if isinstance(choice, str))
+        else:
+            names.add(f"{prefix}{name}".upper())
+    return names
+
+
+def known_variables() -> frozenset[str]:
+    """Every ``AGENTLEDGER_*`` variable that some imported settings class reads."""
+    names: set[str] = set()
+    for cls in _settings_classes():
+        names |= _names_of(cls)
+    return frozenset(n for n in names if n.startswith(ENV_PREFIX))
+
+
+def unknown_variables(environ: Mapping[str, str]) -> str | None:
+    """One line naming each ``AGENTLEDGER_*`` variable nothing reads (a typo), or None.
+
+    pydantic-settings ignores such a variable, and a typo'd endpoint would then quietly mean
+    "the local stack": every entry point refuses to start instead.
+    """
+    known = known_variables()
+    unknown = sorted(
+        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+    )
+    if not unknown:
+        return None
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
+        parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"unknown setting {', '.join(parts)}: no agentledger setting has this name"

@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import zlib
+from typing import Any
 
-from agentledger.settings import CommonSettings
+from pydantic import Field, model_validator
+
+from agentledger.settings import DEFAULT_TOPIC_PREFIX, CommonSettings
 
 DAY_MS = 24 * 3600 * 1000
+DEFAULT_WEB_PORT = 6066
+#: Web ports of deployments with their own topic prefix: 6100-6999, picked by the prefix.
+_PREFIXED_PORTS = (6100, 900)
+
+
+def group_for(topic_prefix: str) -> str:
+    """The projector's consumer group of a deployment: ``agentledger-projector`` by default."""
+    return f"{topic_prefix.rstrip('.') or DEFAULT_TOPIC_PREFIX.rstrip('.')}-projector"
+
+
+def web_port_for(topic_prefix: str) -> int:
+    """The projector's web port of a deployment: 6066 by default, 6100-6999 for other prefixes."""
+    if topic_prefix == DEFAULT_TOPIC_PREFIX:
+        return DEFAULT_WEB_PORT
+    first, count = _PREFIXED_PORTS
+    return first + zlib.crc32(topic_prefix.encode()) % count
 
 
 class ProjectorSettings(CommonSettings):
     """How the projector consumes, batches, alerts, keeps finished runs and serves metrics."""
 
     projector_group: str = Field(
-        default="agentledger-projector",
-        description="faust app id = Kafka consumer group of every projector instance",
+        default=group_for(DEFAULT_TOPIC_PREFIX),
+        description=(
+            "faust app id = Kafka consumer group of every projector instance; unset = "
+            "<topic prefix>-projector (agentledger-projector by default)"
+        ),
     )
     projector_batch_max: int = Field(default=2000, ge=1, le=100_000)
     projector_linger_ms: int = Field(
@@ -48,7 +70,12 @@ class ProjectorSettings(CommonSettings):
         description="/health fails when a partition is behind the log end without moving this long",
     )
     projector_web_host: str = Field(default="127.0.0.1")
-    projector_web_port: int = Field(default=6066, ge=0, le=65535)
+    projector_web_port: int = Field(
+        default=DEFAULT_WEB_PORT,
+        ge=1,
+        le=65535,
+        description="unset = 6066 for the default topic prefix, else 6100-6999 from the prefix",
+    )
     projector_web_enabled: bool = Field(default=True)
     view_retention_ms: int = Field(
         default=7 * DAY_MS,
@@ -60,6 +87,18 @@ class ProjectorSettings(CommonSettings):
         ge=0,
         description="after a rebuild swaps namespaces, wait this long before deleting the old one",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _follow_the_topic_prefix(cls, values: Any) -> Any:
+        """Unset group and web port follow the topic prefix, so two deployments never share."""
+        if not isinstance(values, dict):
+            return values
+        prefix = str(values.get("topic_prefix") or DEFAULT_TOPIC_PREFIX)
+        values = dict(values)
+        values.setdefault("projector_group", group_for(prefix))
+        values.setdefault("projector_web_port", web_port_for(prefix))
+        return values
 
     @property
     def retention(self) -> int | None:
