@@ -48,18 +48,19 @@ def fleet_overrides() -> dict[str, Any]:
     return {"use_views": True, "resume_barrier_s": 2.0}
 
 
-async def test_projector_and_console_metrics(
+async def test_worker_projector_and_console_metrics(
     ledger_settings: CommonSettings, fleet: FleetSettings
 ) -> None:
-    """After two runs: the projector shows commits, events applied, lag for every run partition
-    and rebuild progress; the console shows runs by status and open intents."""
+    """After two runs: the worker shows its step latency histogram, commits and effects by
+    outcome; the projector commits, events applied, lag for every run partition and rebuild
+    progress; the console runs by status and open intents."""
     runs = [f"{fleet.key_prefix}-m{i}" for i in range(2)]
     proj = projector_settings(ledger_settings, projector_group=f"{fleet.key_prefix}-projector")
     assert fleet.redis_url is not None
     async with (
         ProjectorProcess(proj) as projector,
         RedisViewStore.from_url(fleet.redis_url, key_prefix=fleet.key_prefix) as views,
-        running_worker(fleet, refund(fleet)),
+        running_worker(fleet.model_copy(update={"fleet_metrics_port": 0}), refund(fleet)) as w,
         running_console(console_settings(fleet), reconciler_settings(fleet)) as console,
     ):
         await projector.wait_ready()
@@ -80,6 +81,8 @@ async def test_projector_and_console_metrics(
             timeout_s=WAIT_S,
         )
         c = await scrape(f"{console}/metrics")
+        assert w.metrics_url is not None
+        worker = await scrape(w.metrics_url)
 
     assert p["agentledger_commits_total"][0][0] == {"service": "projector"}
     assert p["agentledger_commits_total"][0][1] > 0
@@ -87,6 +90,13 @@ async def test_projector_and_console_metrics(
     lag = {(labels["topic"], labels["partition"]) for labels, _ in p["agentledger_projector_lag"]}
     assert len(lag) == 3 * fleet.run_partitions  # steps, effects, acceptance: every partition
     assert p["agentledger_projector_rebuild_progress"][0][1] == 1.0
+    steps = {x["outcome"]: v for x, v in worker["agentledger_step_seconds_count"]}
+    assert steps == {"checkpointed": 10}  # five steps of each run
+    assert {(x["le"], v) for x, v in worker["agentledger_step_seconds_bucket"]} >= {("+Inf", 10)}
+    effects = {x["outcome"]: v for x, v in worker["agentledger_effects_total"]}
+    assert effects["succeeded"] >= 4
+    assert worker["agentledger_commits_total"][0][1] >= 10
+    assert worker["agentledger_open_intents"][0][1] == 0
     by_status = {labels["status"]: v for labels, v in c["agentledger_runs"]}
     assert by_status["succeeded"] == 2
     assert c["agentledger_open_intents"][0][1] == 0

@@ -38,6 +38,10 @@ class FleetSettings(WorkerSettings):
         default=3, ge=0, le=100, description="local retries of a run after a transient failure"
     )
     fleet_retry_backoff_ms: int = Field(default=500, ge=1)
+    fleet_metrics_port: int | None = Field(
+        default=None, ge=0, le=65535, description="serve /metrics here (unset = no server)"
+    )
+    fleet_metrics_host: str = Field(default="127.0.0.1", description="/metrics address")
     fleet_drain_s: float = Field(
         default=10.0, ge=0, description="on SIGTERM, how long in-flight runs may still finish"
     )

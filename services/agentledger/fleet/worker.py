@@ -25,6 +25,8 @@ from agentledger.fleet.requests import Request, RequestConsumer
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.tap import DurableTap
+from agentledger.telemetry.prom import serving_metrics
+from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.worker import Ledger
 
 _log = structlog.get_logger("agentledger.fleet")
@@ -49,6 +51,7 @@ class FleetWorker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._fatal: ProducerFencedError | None = None
         self._log = _log.bind(worker_id=self.worker_id, agent=agent.name)
+        self.metrics_url: str | None = None  # set while serving with fleet_metrics_port
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop``; then let in-flight runs finish for ``fleet_drain_s``, cancel the
@@ -69,9 +72,11 @@ class FleetWorker:
                 StableBarrier(s, timeout_s=s.fleet_stable_timeout_s)
             )
             tap = DurableTap(ports.log)
+            metrics = await self._metrics(stack)
             ledger = Ledger.from_settings(
-                s, log=tap, leases=ports.leases, providers=providers, views=views, runs=ports.runs
-            )
+                s, log=tap, leases=ports.leases, providers=providers, views=views,
+                runs=ports.runs, metrics=metrics,
+            )  # fmt: skip
             executor = RunExecutor(
                 s, agent=self.agent, ledger=ledger, tap=tap, leases=ports.leases,
                 publisher=publisher, views=views, barrier=barrier,
@@ -84,6 +89,21 @@ class FleetWorker:
         if self._fatal is not None:
             raise self._fatal
         self._log.info("worker_stopped")
+
+    async def _metrics(self, stack: AsyncExitStack) -> WorkerMetrics | None:
+        """The worker's metrics, served on ``fleet_metrics_port`` (None when it is unset)."""
+        port = self.settings.fleet_metrics_port
+        if port is None:
+            return None
+        metrics = WorkerMetrics()
+
+        async def render() -> bytes:
+            return metrics.render()
+
+        self.metrics_url = await stack.enter_async_context(
+            serving_metrics(self.settings.fleet_metrics_host, port, render)
+        )
+        return metrics
 
     async def _loop(
         self,

@@ -75,6 +75,7 @@ class Ledger:
         leases: LeaseStore,
         providers: Mapping[str, Provider],
         views: ViewReader | None = None,
+        metrics: WorkerMetrics | None = None,
         runs: RunIndex | None = None,
     ) -> Ledger:
         """A ledger with the worker id, lease ttl, barrier, blob store, kill switch and
@@ -92,6 +93,7 @@ class Ledger:
             barrier_s=settings.resume_barrier_s,
             checkpoints=settings.checkpoints,
             runs=runs if settings.run_index else None,
+            metrics=metrics,
         )
 
     @property
