@@ -100,8 +100,10 @@ class World:
         """The test's time."""
         return self.now[0]
 
-    def reconciler(self, name: str = "rec-1", **overrides: object) -> Reconciler:
-        """A reconciler instance on this world's ports."""
+    def reconciler(
+        self, name: str = "rec-1", views: ViewReader | None = None, **overrides: object
+    ) -> Reconciler:
+        """A reconciler instance on this world's ports (views folded from the log by default)."""
         settings = ReconcilerSettings(
             reconciler_id=name,
             reconciler_intent_grace_ms=1_000,
@@ -116,7 +118,7 @@ class World:
         return Reconciler(
             settings,
             log=self.log,
-            views=FoldingViews(self.log),
+            views=views or FoldingViews(self.log),
             leases=self.leases,
             providers=pool,
             book=AlertBook(self.alerts, source=name, clock=self.clock),

@@ -10,9 +10,10 @@ from types import TracebackType
 from agentledger.bus.fencing import stale_claims, stale_error
 from agentledger.bus.partitioning import key_for, partition_for, run_key
 from agentledger.bus.port import EventLog, FenceGuard, Position
+from agentledger.bus.skips import unskipped
 from agentledger.errors import AgentLedgerError, DecodeError, PublishError, RunLogCorruptError
 from agentledger.events.codec import EventCodec
-from agentledger.events.models import Event, RunEvent, now_ms
+from agentledger.events.models import Event, RecordSkipped, RunEvent, now_ms
 from agentledger.events.topics import ROLE_SUFFIX, TopicNames
 from agentledger.settings import CommonSettings
 
@@ -121,6 +122,7 @@ class MemoryEventLog(EventLog):
         key = run_key(run_id)
         found: list[RunEvent] = []
         bad: list[DecodeError] = []
+        skips: list[RecordSkipped] = []
         for topic in self.topics.run_topics:
             partitions = self._logs[topic]
             p = partition_for(key, len(partitions))
@@ -141,6 +143,8 @@ class MemoryEventLog(EventLog):
                 if isinstance(event, RunEvent):
                     if event.run_id == run_id:  # else misplaced: the projector dead-letters it
                         found.append(event)
+                elif isinstance(event, RecordSkipped):
+                    skips.append(event)
                 else:
                     bad.append(
                         DecodeError(
@@ -150,6 +154,7 @@ class MemoryEventLog(EventLog):
                             offset=record.offset,
                         )
                     )
+        bad = unskipped(run_id, bad, skips)
         if bad:
             raise RunLogCorruptError(run_id, bad)
         found.sort(key=lambda e: e.seq)

@@ -7,7 +7,14 @@ log uses this exact function, so tests see the partition numbers the real broker
 
 from __future__ import annotations
 
-from agentledger.events.models import Alert, Event, ResumeRequested, RunEvent, RunRequested
+from agentledger.events.models import (
+    Alert,
+    Event,
+    RecordSkipped,
+    ResumeRequested,
+    RunEvent,
+    RunRequested,
+)
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -55,7 +62,7 @@ def run_key(run_id: str) -> bytes:
 def key_for(event: Event) -> bytes | None:
     """The record key of an event: the run id for run events and requests, the alert id for
     alerts (so updates of one alert stay ordered), none for dead letters."""
-    if isinstance(event, RunEvent | RunRequested | ResumeRequested):
+    if isinstance(event, RunEvent | RunRequested | ResumeRequested | RecordSkipped):
         return run_key(event.run_id)
     if isinstance(event, Alert):
         return event.alert_id.encode()

@@ -15,9 +15,10 @@ from agentledger.bus.clients import start_client, stop_client
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import Position
 from agentledger.bus.rounds import Rounds
+from agentledger.bus.skips import unskipped
 from agentledger.errors import DecodeError, RunLogCorruptError, UnreachableError
 from agentledger.events.codec import EventCodec
-from agentledger.events.models import RunEvent
+from agentledger.events.models import RecordSkipped, RunEvent
 
 FETCH_WAIT_MS = 100
 # How long the broker may hold a fetch that has nothing to return. aiokafka's default (500 ms)
@@ -117,9 +118,11 @@ class RunReader:
         records = await self._scans.ask(wants)
         found: list[RunEvent] = []
         bad: list[DecodeError] = []
+        skips: list[RecordSkipped] = []
         for want in wants:
             for record in records[want]:
-                self._decode(record, found, bad)
+                self._decode(record, found, bad, skips)
+        bad = unskipped(run_id, bad, skips)
         if bad:
             raise RunLogCorruptError(run_id, bad)
         # a record under the run's key whose event names another run is misplaced: the
@@ -224,7 +227,11 @@ class RunReader:
         return [TopicPartition(topic, partition) for topic in self._run_topics]
 
     def _decode(
-        self, record: ConsumerRecord, found: list[RunEvent], bad: list[DecodeError]
+        self,
+        record: ConsumerRecord,
+        found: list[RunEvent],
+        bad: list[DecodeError],
+        skips: list[RecordSkipped],
     ) -> None:
         topic, partition, offset = record.topic, record.partition, record.offset
         try:
@@ -236,6 +243,8 @@ class RunReader:
             return
         if isinstance(event, RunEvent):
             found.append(event)
+        elif isinstance(event, RecordSkipped):
+            skips.append(event)
         else:
             bad.append(
                 DecodeError(

@@ -384,6 +384,20 @@ class ResumeRequested(Event):
     requested_by: str = ""
 
 
+class RecordSkipped(Event):
+    """An operator skipped one undecodable record of a run's log (by its position), so the run
+    can be read and resumed without it. Written on the steps topic under the run's key."""
+
+    topic_role: ClassVar[str] = "steps"
+
+    run_id: str
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    reason: str = ""
+    skipped_by: str = ""
+
+
 # --- alerts and dead letters --------------------------------------------------------------
 
 
@@ -448,5 +462,6 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ResumeRequested,
     Alert,
     DeadLettered,
+    RecordSkipped,
 )
 EVENT_BY_NAME: dict[str, type[Event]] = {cls.__name__: cls for cls in EVENT_TYPES}

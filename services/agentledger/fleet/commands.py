@@ -1,4 +1,5 @@
-"""CLI: ``agentledger worker`` and ``agentledger runs submit|list|show|approve|reject|fork``."""
+"""CLI: ``agentledger worker`` and ``agentledger runs`` (submit, list, show, approve, reject,
+fork, skip-record)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agentledger.fleet.approvals import decide_as_operator
 from agentledger.fleet.fork import fork_run
 from agentledger.fleet.listing import render_list, render_show, run_detail, run_summary
 from agentledger.fleet.settings import FleetSettings
+from agentledger.fleet.skip import skip_record
 from agentledger.fleet.submit import requester, submit_run
 from agentledger.fleet.wiring import RunLookup, operator
 from agentledger.fleet.worker import FleetWorker
@@ -84,6 +86,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "--expires-in", default=None, help="approval validity, e.g. 15m (default 1h)"
             )
         p.set_defaults(run=_decide, decision="approved" if action == "approve" else "rejected")
+
+    skip = sub.add_parser(
+        "skip-record",
+        help="skip one undecodable record of a run's log (RecordSkipped) so it can be resumed",
+    )
+    skip.add_argument("run_id", metavar="RUN")
+    skip.add_argument("--topic", required=True, help="the record's topic (see the dead letter)")
+    skip.add_argument("--partition", type=int, required=True)
+    skip.add_argument("--offset", type=int, required=True)
+    skip.add_argument("--reason", required=True, help="why, for the audit trail")
+    skip.set_defaults(run=_skip)
 
     fork = sub.add_parser("fork", help="a new run from a checkpoint of another")
     fork.add_argument("run_id", metavar="RUN")
@@ -183,6 +196,26 @@ async def _decide(args: argparse.Namespace) -> int:
 def _expires_in_s(args: argparse.Namespace, decision: Decision) -> float | None:
     expires_in = getattr(args, "expires_in", None) if decision == "approved" else None
     return parse_duration_s(expires_in) if expires_in else None
+
+
+async def _skip(args: argparse.Namespace) -> int:
+    settings = await _settings()
+    async with KafkaPublisher(settings, client_id="agentledger-runs-skip") as publisher:
+        skip = await skip_record(
+            settings,
+            publisher,
+            args.run_id,
+            topic=args.topic,
+            partition=args.partition,
+            offset=args.offset,
+            reason=args.reason,
+            skipped_by=requester(),
+        )
+    _print_text(
+        f"skipped {skip.source_topic}:{skip.source_partition}@{skip.source_offset} of run "
+        f"{skip.run_id} (event {skip.event_id}); the run can be resumed"
+    )
+    return 0
 
 
 async def _fork(args: argparse.Namespace) -> int:

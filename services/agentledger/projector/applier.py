@@ -20,7 +20,7 @@ from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import EventPublisher
 from agentledger.errors import DecodeError, ViewWriteConflictError
 from agentledger.events.codec import EventCodec
-from agentledger.events.models import Alert, DeadLettered, RunEvent
+from agentledger.events.models import Alert, DeadLettered, RecordSkipped, RunEvent
 from agentledger.projector.findings import (
     closed_run_alert,
     dead_letter,
@@ -148,6 +148,8 @@ def decode_records(
         except DecodeError as e:
             out.letters.append(dead_letter(rec, str(e)))
             continue
+        if isinstance(event, RecordSkipped):
+            continue  # an operator's note for readers of the run's log, nothing to fold
         if not isinstance(event, RunEvent):
             reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
             out.letters.append(dead_letter(rec, reason))

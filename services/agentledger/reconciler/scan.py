@@ -13,6 +13,7 @@ from agentledger.alerts.codes import (
     RUN_BUDGET_OVERRUN,
     RUN_ORPHANED,
     RUN_PAUSE_EXPIRED,
+    RUN_UNREADABLE,
 )
 from agentledger.alerts.model import AlertCondition, AlertRecord
 from agentledger.events.models import FINISHED_STATUSES
@@ -128,7 +129,7 @@ def cleared(
     if code in _COMPENSATION_CODES:
         return _effect_cleared(view, record, _NOT_COMPENSATED)
     reason = None
-    if code == FENCE_STALE.code and view.status in FINISHED_STATUSES:
+    if code in (FENCE_STALE.code, RUN_UNREADABLE.code) and view.status in FINISHED_STATUSES:
         reason = f"the run finished ({view.status})"
     elif code in _RUN_CODES:
         held = {c.code for c in alerts_for(view, now, lease, orphan_grace_ms=orphan_grace_ms)}

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import structlog
 
 from agentledger.alerts.book import AlertBook
-from agentledger.alerts.codes import RUN_ORPHANED
+from agentledger.alerts.codes import RUN_ORPHANED, RUN_UNREADABLE
 from agentledger.alerts.model import AlertCondition, AlertRecord
 from agentledger.bus.port import EventLog
-from agentledger.errors import AgentLedgerError
+from agentledger.errors import AgentLedgerError, RunLogCorruptError
 from agentledger.events.models import Alert, Event, ResumeRequested, now_ms
 from agentledger.leases import Lease, LeaseStore
 from agentledger.reconciler.report import PassReport
@@ -118,6 +118,10 @@ class RunWatch:
             record, opened = await self._book.sight(condition)
             alerts += opened
             if condition.code == RUN_ORPHANED.code and await self._requeue_due(record):
+                unreadable = await self._unreadable(view)
+                if unreadable is not None:  # a resume would fail the same way: say so instead
+                    alerts += (await self._book.sight(unreadable))[1]
+                    continue
                 requests.append(
                     ResumeRequested(
                         run_id=view.run_id,
@@ -135,6 +139,24 @@ class RunWatch:
         report.alerts_opened += len(alerts)
         if requests:
             _log.info("orphan_requeued", run_id=view.run_id, last_writer=view.worker_id)
+
+    async def _unreadable(self, view: RunView) -> AlertCondition | None:
+        """The run.unreadable condition if the run's log holds records nobody can decode."""
+        try:
+            await self._log.read_run(view.run_id)
+        except RunLogCorruptError as e:
+            where = [
+                {"topic": x.topic, "partition": x.partition, "offset": x.offset}
+                for x in e.errors[:20]
+            ]
+            _log.warning("orphan_unreadable", run_id=view.run_id, records=len(e.errors))
+            return AlertCondition(
+                code=RUN_UNREADABLE.code,
+                run_id=view.run_id,
+                summary=f"run {view.run_id} cannot be resumed: {e}",
+                detail={"undecodable": where, "count": len(e.errors)},
+            )
+        return None
 
     async def _requeue_due(self, record: AlertRecord) -> bool:
         grace = self._settings.reconciler_orphan_grace_ms
