@@ -10,6 +10,7 @@ mid-run keeps the spans it finished. ``otlp`` needs ``opentelemetry-exporter-otl
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import import_module
 from pathlib import Path
@@ -49,7 +50,10 @@ def configure_tracing(settings: TracingSettings, default_service: str) -> bool:
     except ImportError as e:
         msg = "OTEL_TRACES_EXPORTER is set but the SDK is missing: pip install 'agentledger[otel]'"
         raise ConfigurationError(msg) from e
-    resource = resources.Resource.create({"service.name": settings.service_name or default_service})
+    # process.pid tells the spans of a killed worker from those of the one that resumed
+    resource = resources.Resource.create(
+        {"service.name": settings.service_name or default_service, "process.pid": os.getpid()}
+    )
     provider = sdk_trace.TracerProvider(resource=resource)
     if exporter_name == "console":
         out = _open(settings.traces_file)
