@@ -9,7 +9,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 import redis.exceptions
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from agentledger.errors import UnreachableError
+from agentledger.errors import AgentLedgerError, ConfigurationError, UnreachableError
 from agentledger.redaction import redacted_url
 
 SOCKET_TIMEOUT_S = 5.0
@@ -99,6 +99,20 @@ class HasEndpoint(Protocol):
 S = TypeVar("S", bound=HasEndpoint)
 
 
+def redis_failure(error: BaseException, endpoint: str) -> AgentLedgerError:
+    """The error a caller sees for a failed Redis call (UnreachableError, naming the endpoint).
+
+    A refused login is a configuration mistake naming the setting, not "is it running?".
+    """
+    refused = (redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError)
+    if isinstance(error, refused):
+        return ConfigurationError(
+            f"Redis at {endpoint} refused the login ({type(error).__name__}: {error}): put the "
+            "right password (and user) in AGENTLEDGER_REDIS_URL, e.g. redis://:PASSWORD@host:6379/0"
+        )
+    return UnreachableError("Redis", endpoint, f"{type(error).__name__}: {error}")
+
+
 def translated(
     method: Callable[Concatenate[S, P], Awaitable[R]],
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
@@ -109,6 +123,6 @@ def translated(
         try:
             return await method(self, *args, **kwargs)
         except CONNECTION_ERRORS as e:
-            raise UnreachableError("Redis", self.endpoint, f"{type(e).__name__}: {e}") from e
+            raise redis_failure(e, self.endpoint) from e
 
     return guarded

@@ -14,11 +14,10 @@ from agentledger.errors import (
     ConfigurationError,
     LeaseHeldError,
     StaleFenceError,
-    UnreachableError,
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted
+from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted, redis_failure
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -239,7 +238,7 @@ class RedisLeaseStore(LeaseStore):
                 self._shas.clear()
                 return await call()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
-            raise UnreachableError("Redis", self._endpoint, f"{type(e).__name__}: {e}") from e
+            raise redis_failure(e, self._endpoint) from e
 
 
 def _text(value: bytes | str) -> str:

@@ -15,7 +15,13 @@ from agentledger.errors import UnreachableError, ViewsWipedError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
-from agentledger.redisclient import CONNECTION_ERRORS, fast_packing, redacted, translated
+from agentledger.redisclient import (
+    CONNECTION_ERRORS,
+    fast_packing,
+    redacted,
+    redis_failure,
+    translated,
+)
 from agentledger.views.keys import (
     BORN_FIELD,
     STATUSES,
@@ -106,7 +112,10 @@ class RedisViewStore(ViewStore):
             await self._redis.ping()
         except CONNECTION_ERRORS as e:
             await self.close()
-            raise UnreachableError("Redis", self._url, "is redis-server running?") from e
+            failure = redis_failure(e, self._url)
+            if isinstance(failure, UnreachableError):
+                raise UnreachableError("Redis", self._url, "is redis-server running?") from e
+            raise failure from e
         return self
 
     async def __aexit__(
