@@ -310,3 +310,31 @@ async def test_a_run_longer_than_its_plan_grows_the_plan_and_resumes(env: Any) -
     assert env.provider.calls == calls
     revised = [e for e in await env.events("r1") if isinstance(e, PlanRevised)]
     assert [len(e.plan) for e in revised] == [128]
+
+
+async def test_a_price_charges_dollars_and_the_usd_budget_stops_the_run(env: Any) -> None:
+    """With ``price``, each request's usage is charged in dollars; a USD limit below two
+    requests' worth stops the run at the second, with what the first cost recorded."""
+
+    def price(usage: dict[str, Any], model: str) -> float:
+        assert model == "scripted"
+        return (usage["input_tokens"] + usage["output_tokens"]) * 0.001
+
+    def agent_for() -> Agent:
+        agent: Agent[None, str] = Agent(
+            FunctionModel(Script(), model_name="scripted"),
+            name="support",
+            capabilities=[AgentLedgerDurability(price=price)],
+        )
+        agent.tool_plain(name="refund")(effect_tool("sandbox", name="refund")(refund_request))
+        return agent
+
+    await run_agent(agent_for(), "refund", ledger=env.ledger(), run_id="probe")
+    first = next(e.usd for e in await env.events("probe") if isinstance(e, ActivityRecorded))
+    limits = Limits(usd=first + 0.0005)
+    with pytest.raises(BudgetExceededError):
+        await run_agent(agent_for(), "refund", ledger=env.ledger(), run_id="r1", limits=limits)
+    spent = [e for e in await env.events("r1") if isinstance(e, ActivityRecorded)]
+    assert [round(a.usd, 6) for a in spent] == [round(a.tokens * 0.001, 6) for a in spent]
+    assert len(spent) == 2
+    assert (await env.view("r1")).status == "budget_exceeded"
