@@ -10,6 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agentledger.errors import (
+    ApprovalError,
     BudgetExceededError,
     ConfigurationError,
     IdentityMismatchError,
@@ -263,6 +264,30 @@ async def test_an_approval_tool_pauses_before_the_refund(env: Any) -> None:
     assert done.status == "succeeded"
     assert env.provider.calls == 1
     assert resumed.requests == [3]
+
+
+async def test_a_rejected_refund_finishes_the_run_as_rejected_with_nothing_sent(env: Any) -> None:
+    """A person rejects the paused refund: the resumed run finishes as rejected (ApprovalError)
+    and the provider is never called."""
+
+    def agent_for() -> Agent:
+        agent: Agent[None, str] = Agent(
+            FunctionModel(Script(), model_name="scripted"),
+            name="support",
+            capabilities=[AgentLedgerDurability()],
+        )
+        agent.tool_plain(name="refund")(
+            effect_tool("sandbox", name="refund", approval="refund this order?")(refund_request)
+        )
+        return agent
+
+    with pytest.raises(RunPausedError):
+        await run_agent(agent_for(), "refund", ledger=env.ledger(), run_id="r1")
+    await env.ledger().decide("r1", "rejected", approver="lead")
+    with pytest.raises(ApprovalError):
+        await run_agent(agent_for(), "refund", ledger=env.ledger(), run_id="r1")
+    assert env.provider.calls == 0
+    assert (await env.view("r1")).status == "rejected"
 
 
 async def test_outside_a_recorded_run_the_agent_runs_plainly(env: Any) -> None:
