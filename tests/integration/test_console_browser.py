@@ -15,10 +15,11 @@ from agentledger._core.spec import RunSpec
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.console.server import running_console
 from agentledger.console.testing import console_settings, reconciler_settings
-from agentledger.fleet import FleetSettings, submit_run
+from agentledger.fleet import FleetSettings, fork_run, submit_run
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.examples import gated_refund
 from agentledger.fleet.testing import running_worker, wait_until
+from agentledger.fleet.wiring import operator
 from agentledger.projector.testing import ProjectorProcess, projector_settings
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView
@@ -67,7 +68,8 @@ async def test_console_lists_shows_approves_and_escapes(
 ) -> None:
     """In Chromium: the runs list links to the paused run, approving it unsigned is refused
     (403, run still paused), signed in it is approved and the page goes live to succeeded;
-    a script tag in a step result is shown as text and never runs; a wrong bearer is refused."""
+    a fork of it is linked both ways; a script tag in a step result is shown as text and never
+    runs; a wrong bearer is refused."""
     gated, xss = f"{fleet.key_prefix}-gated", f"{fleet.key_prefix}-xss"
     proj = projector_settings(ledger_settings, projector_group=f"{fleet.key_prefix}-projector")
     console = console_settings(fleet, console_token=SecretStr(TOKEN), console_live_interval_s=0.5)
@@ -110,6 +112,15 @@ async def test_console_lists_shows_approves_and_escapes(
         assert "approved by console" in await page.inner_text("#approvals")
         SCREENSHOT.parent.mkdir(exist_ok=True)
         await page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+        fork = f"{gated}-fork"
+        async with operator(fleet, "console-test") as op:
+            await fork_run(op.ledger, gated, 1, run_id=fork, resume=False, barrier=op.barrier)
+        await wait_until(lambda: statuses(views, fork), lambda s: fork in s, timeout_s=WAIT_S)
+        await page.goto(f"{url}/runs/{gated}")
+        assert fork in await page.inner_text("#forks")
+        await page.click(f"#forks a:text-is('{fork}')")
+        assert f"fork of {gated} at step 1" in await page.inner_text("#fork")
 
         await page.goto(f"{url}/runs/{xss}")
         shown = await page.inner_text("#step-0 pre.result")

@@ -133,6 +133,7 @@ class Console:
         return self._page(
             request, "run.html", d=detail, steps=sorted(view.steps.values(), key=lambda s: s.step),
             effects_by_step=by_step, open_states=OPEN_EFFECT_STATES,
+            forks=await self.reads.forks(run_id),
             live_url="/live?" + urlencode({"run_id": run_id}),
         )  # fmt: skip
 

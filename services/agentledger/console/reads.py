@@ -130,6 +130,10 @@ class ConsoleReads:
             return None
         return view, run_detail(view, await self._lookup.leases.current(run_id), source)
 
+    async def forks(self, run_id: str) -> list[dict[str, Any]]:
+        """The runs in the views forked from ``run_id``."""
+        return [r for r in await self.runs(RunFilter()) if r["parent_run_id"] == run_id]
+
     async def alerts(self) -> list[AlertRecord]:
         """Open and acknowledged alerts, as ``alerts list`` shows them."""
         records = await self._alerts.active()

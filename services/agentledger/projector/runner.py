@@ -222,8 +222,9 @@ class Projector:
         if live == fresh:
             log.error("views_wiped", namespace=lost, fresh=fresh, why=why)
             self._metrics.wipes += 1
-            await self._publisher.publish([wiped_alert(lost, fresh, why)])
-            self._metrics.alerts += 1
+            alert = wiped_alert(lost, fresh, why)
+            await self._publisher.publish([alert])
+            self._metrics.count_alerts([alert.code])
         else:
             await self._store.drop_namespace(fresh)
         await self._store.drop_namespace(lost)  # what was written after the wipe is partial

@@ -234,7 +234,7 @@ class ProjectorRuntime:
         except Exception as e:  # noqa: BLE001 - the alert is best effort; the log line stays
             log.warning("stall_alert_failed", error=f"{type(e).__name__}: {e}")
         else:
-            self.metrics.alerts += 1
+            self.metrics.count_alerts([alert.code])
 
     async def health(self) -> Health:
         """Whether this projector does its job: connected, Redis answering, partitions assigned,
