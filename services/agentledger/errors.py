@@ -228,6 +228,10 @@ class PayloadError(AgentLedgerError):
     """A value cannot be recorded: it is not JSON (say where), or its blob is missing/altered."""
 
 
+class UsageError(RunError):
+    """The agent's code uses the SDK in a way that cannot work; the message says what to do."""
+
+
 class RunClosedError(RunError):
     """The run has finished (or this handle is closed); nothing more can be written to it."""
 

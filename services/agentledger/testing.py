@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from agentledger._core.killswitch import KillSwitch
 from agentledger._core.loader import fold_log
@@ -27,7 +28,7 @@ from agentledger.providers.protocol import Provider
 from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.views import RunView
 from agentledger.views.store import ViewReader
-from agentledger.worker import Ledger
+from agentledger.worker import Connection, Ledger
 
 
 class SimulatedCrash(BaseException):
@@ -143,6 +144,7 @@ class LedgerEnvironment:
         checkpoints: Checkpoints = "each_step",
         run_index: bool = False,
         metrics: WorkerMetrics | None = None,
+        lease_wait_s: float = 0.0,
     ) -> Ledger:
         """A new worker over the shared ports, with its own id (like a new process); with
         ``run_index`` it opens new runs from the shared in-memory run index (``runs``)."""
@@ -156,11 +158,16 @@ class LedgerEnvironment:
             kill_switch=kill_switch,
             worker_id=worker_id or f"test-worker-{self._workers}",
             lease_ttl_ms=self.lease_ttl_ms,
+            lease_wait_s=lease_wait_s,
             clock=self.clock,
             checkpoints=checkpoints,
             runs=self.runs if run_index else None,
             metrics=metrics,
         )
+
+    def connection(self, **ledger: Any) -> Connection:
+        """What ``agentledger.connect`` gives, on these in-memory ports (a new worker)."""
+        return Connection(self.ledger(**ledger))
 
     def crash_switch(self, point: str, hit: int = 1) -> CrashSwitch:
         """A switch that crashes the run at the ``hit``-th time ``point`` is reached."""

@@ -51,6 +51,7 @@ class Services:
     #: Set once the log was found written to: the run index is not vouched for again.
     log_written: bool = False
     metrics: WorkerMetrics | None = None
+    lease_wait_s: float = 0.0
 
     def provider(self, name: str | None, *, run_id: str) -> tuple[str, Provider]:
         """The provider called ``name`` (or the only one configured)."""

@@ -39,6 +39,13 @@ class WorkerSettings(ProviderSettings):
     lease_ttl_ms: int = Field(
         default=15_000, ge=100, description="a dead worker's runs can be taken over after this"
     )
+    lease_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="how long opening a run waits for another holder's lease on it to be "
+        "released or to expire (a crashed worker's lasts lease_ttl_ms); 0: fail at once",
+    )
     resume_barrier_s: float = Field(
         default=0.0,
         ge=0,

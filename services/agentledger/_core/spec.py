@@ -27,13 +27,14 @@ class Limits:
 class RunSpec:
     """A run to start, or to resume if ``run_id`` already has events.
 
-    ``plan`` names the steps in order; ``versions`` are stamped on RunStarted and checked on
-    every resume under ``version_policy`` (refuse, continue or replan).
+    ``plan`` names the steps in order (empty: steps are taken as the code calls them, their
+    names checked against the record on resume); ``versions`` are stamped on RunStarted and
+    checked on every resume under ``version_policy`` (refuse, continue or replan).
     """
 
     run_id: str
     agent: str
-    plan: Sequence[str]
+    plan: Sequence[str] = ()
     input: Any = None
     versions: Versions = field(default_factory=Versions)
     limits: Limits = field(default_factory=Limits)

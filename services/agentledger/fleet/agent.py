@@ -1,37 +1,15 @@
-"""What a fleet worker runs: an :class:`Agent`, built by a ``MODULE:FACTORY`` from settings."""
+"""What a fleet worker runs: an :class:`Agent` (the SDK's one definition), from ``MODULE:ATTR``."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
-from agentledger._core.spec import RunSpec
+from agentledger._core.agent import Agent
 from agentledger.errors import ConfigurationError
 from agentledger.fleet.settings import FleetSettings
-from agentledger.providers.protocol import Provider
-from agentledger.worker import Run
 
-SpecFn = Callable[[str, Any], RunSpec]
-BodyFn = Callable[[Run, Any], Awaitable[Any]]
-ProvidersFn = Callable[[], Mapping[str, Provider]]
-
-
-@dataclass(frozen=True)
-class Agent:
-    """An agent the fleet can start and resume.
-
-    ``spec(run_id, input)`` gives the run's plan, versions and limits; ``body(run, input)`` walks
-    the steps (it is called again from the top on every resume: checkpointed steps replay);
-    ``providers()`` builds the named providers its effects go to (started and stopped by the
-    worker around its whole life).
-    """
-
-    name: str
-    spec: SpecFn
-    body: BodyFn
-    providers: ProvidersFn
+__all__ = ["Agent", "AgentFactory", "agent_name", "load_agent"]
 
 
 AgentFactory = Callable[[FleetSettings], Agent]
@@ -49,6 +27,8 @@ def load_agent(target: str, settings: FleetSettings) -> Agent:
         msg = f"--agent {target!r}: cannot import {module_name} ({e})"
         raise ConfigurationError(msg) from e
     factory = getattr(module, attr, None)
+    if isinstance(factory, Agent):  # an ``@agentledger.agent`` function is an Agent itself
+        return factory
     if not callable(factory):
         msg = f"--agent {target!r}: {module_name} has no callable {attr!r}"
         raise ConfigurationError(msg)

@@ -10,6 +10,8 @@ from agentledger._core.settings import WorkerSettings
 class FleetSettings(WorkerSettings):
     """How a fleet worker consumes requests and keeps runs going (env ``AGENTLEDGER_FLEET_*``)."""
 
+    # A run held elsewhere is left to its holder (the request is requeued), not waited for.
+    lease_wait_s: float = Field(default=0.0, ge=0, le=3600)
     fleet_concurrency: int = Field(
         default=16, ge=1, le=4096, description="runs one worker process executes at once"
     )

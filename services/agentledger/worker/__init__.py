@@ -8,6 +8,7 @@ from agentledger._core.killswitch import KILL_POINTS, KillSwitch
 from agentledger._core.payloads import Payloads
 from agentledger._core.settings import WorkerSettings
 from agentledger._core.spec import Check, EffectResult, Limits, Metered, RunSpec
+from agentledger.worker.connection import Connection, connect
 from agentledger.worker.ledger import Ledger
 from agentledger.worker.run import Run
 from agentledger.worker.step import Step
@@ -17,6 +18,7 @@ __all__ = [
     "BlobRef",
     "BlobStore",
     "Check",
+    "Connection",
     "EffectResult",
     "FileBlobStore",
     "KillSwitch",
@@ -29,6 +31,7 @@ __all__ = [
     "RunSpec",
     "Step",
     "WorkerSettings",
+    "connect",
     "effect_key",
     "intent_hash",
 ]

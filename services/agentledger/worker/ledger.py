@@ -45,6 +45,7 @@ class Ledger:
         worker_id: str | None = None,
         lease_ttl_ms: int = 15_000,
         barrier_s: float = 0.0,
+        lease_wait_s: float = 0.0,
         clock: Callable[[], int] = now_ms,
         checkpoints: Checkpoints = "each_step",
         runs: RunIndex | None = None,
@@ -64,6 +65,7 @@ class Ledger:
             checkpoints=checkpoints,
             runs=runs,
             metrics=metrics,
+            lease_wait_s=lease_wait_s,
         )
 
     @classmethod
@@ -78,7 +80,7 @@ class Ledger:
         metrics: WorkerMetrics | None = None,
         runs: RunIndex | None = None,
     ) -> Ledger:
-        """A ledger with the worker id, lease ttl, barrier, blob store, kill switch and
+        """A ledger with the worker id, lease ttl and wait, barrier, blob store, kill switch and
         checkpoint mode of ``settings``; ``runs`` is used only with ``settings.run_index``."""
         blobs = FileBlobStore(settings.blob_dir) if settings.blob_dir is not None else None
         return cls(
@@ -94,6 +96,7 @@ class Ledger:
             checkpoints=settings.checkpoints,
             runs=runs if settings.run_index else None,
             metrics=metrics,
+            lease_wait_s=settings.lease_wait_s,
         )
 
     @property

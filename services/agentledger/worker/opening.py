@@ -12,6 +12,7 @@ import structlog
 
 from agentledger._core import versions
 from agentledger._core.keys import check_name, check_run_id
+from agentledger._core.leasewait import acquire_waiting
 from agentledger._core.loader import load_view
 from agentledger._core.session import RunSession, Services
 from agentledger._core.spec import RunSpec
@@ -78,8 +79,14 @@ async def _certainly_new(services: Services, run_id: str) -> bool:
 
 async def _take(services: Services, view: RunView) -> tuple[RunWriter, LeaseKeeper]:
     """Acquire the lease above every fence the log has seen, and keep it renewed."""
-    lease = await services.leases.acquire(
-        view.run_id, services.worker_id, services.lease_ttl_ms, floor=view.fence
+    lease = await acquire_waiting(
+        services.leases,
+        view.run_id,
+        services.worker_id,
+        services.lease_ttl_ms,
+        floor=view.fence,
+        wait_s=services.lease_wait_s,
+        log=_log,
     )
     keeper = LeaseKeeper(services.leases, lease, services.lease_ttl_ms, release_on_exit=False)
     await keeper.__aenter__()

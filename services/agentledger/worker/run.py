@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentledger._core import budget
 from agentledger._core.keys import check_name
+from agentledger._core.payloads import Encoded
 from agentledger._core.replay import check_step
 from agentledger._core.session import RunSession
-from agentledger._core.spec import Check
+from agentledger._core.spec import Check, EffectResult
 from agentledger._core.writer import MAX_DEFERRED_EVENTS
 from agentledger.errors import (
     AgentLedgerError,
@@ -20,6 +21,7 @@ from agentledger.errors import (
     BudgetExceededError,
     EffectUnknownError,
     IdentityMismatchError,
+    PayloadError,
     PublishError,
     ReplayMismatchError,
     RunClosedError,
@@ -27,6 +29,7 @@ from agentledger.errors import (
     RunPausedError,
     StaleFenceError,
     StepRejectedError,
+    UsageError,
     VersionDriftError,
 )
 from agentledger.events.models import (
@@ -57,24 +60,57 @@ _TERMINAL: tuple[type[AgentLedgerError], ...] = (
     VersionDriftError,
     RunClosedError,
     PublishError,
+    UsageError,
 )
 
 
-async def _evaluate(accept: Accept | None, value: Any) -> list[Check]:
+async def _evaluate(
+    accept: Accept | None, value: Any, *, run_id: str, step: int, name: str
+) -> list[Check]:
     """Run the acceptance check; no check means one passing ``completed`` check."""
     if accept is None:
         return [Check("completed", passed=True)]
     outcome = accept(value)
     if inspect.isawaitable(outcome):
         outcome = await outcome
+    if outcome is None:
+        msg = (
+            f"the accept= check of step {name!r} returned None: return True or False, a Check, "
+            "or a list of Checks (a lambda's expression, or a `return` the function lacks)"
+        )
+        raise UsageError(msg, run_id=run_id, step=step)
     if isinstance(outcome, bool):
         return [Check("accept", passed=outcome)]
     if isinstance(outcome, Check):
         return [outcome]
+    if not isinstance(outcome, Iterable) or isinstance(outcome, str | bytes | Mapping):
+        msg = (
+            f"the accept= check of step {name!r} returned {type(outcome).__name__}: return "
+            "True or False, a Check, or a list of Checks"
+        )
+        raise UsageError(msg, run_id=run_id, step=step)
     checks = list(outcome)
+    if not all(isinstance(c, Check) for c in checks):
+        msg = f"the accept= check of step {name!r} returned a list with items that are not Checks"
+        raise UsageError(msg, run_id=run_id, step=step)
     if not checks:
         return [Check("accept", passed=False, detail="the check returned no result")]
     return checks
+
+
+async def _encode_result(session: RunSession, index: int, name: str, raw: Any) -> Encoded:
+    """The step's result as recorded; a value that cannot be recorded is a UsageError."""
+    if isinstance(raw, EffectResult):
+        msg = (
+            f"step {name!r} returned the EffectResult of effect {raw.effect!r}: return what the "
+            "run needs from it as JSON, e.g. done.external_ref or {'ref': done.external_ref}"
+        )
+        raise UsageError(msg, run_id=session.run_id, step=index)
+    try:
+        return await session.services.payloads.encode(raw)
+    except PayloadError as e:
+        msg = f"step {name!r} returned a value that cannot be recorded as JSON: {e}"
+        raise UsageError(msg, run_id=session.run_id, step=index) from e
 
 
 class Run:
@@ -224,9 +260,9 @@ class Run:
         step = Step(session, index, name, attempt)
         try:
             raw = await body(step)
-            encoded = await payloads.encode(raw)
+            encoded = await _encode_result(session, index, name, raw)
             value = await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
-            checks = await _evaluate(accept, value)
+            checks = await _evaluate(accept, value, run_id=self.run_id, step=index, name=name)
         except _TERMINAL:
             raise
         except Exception as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -9,7 +10,7 @@ from agentledger._core.keys import check_name, intent_hash
 from agentledger._core.replay import check_activity
 from agentledger._core.session import RunSession
 from agentledger._core.spec import EffectResult, Metered
-from agentledger.errors import ApprovalError, RunPausedError
+from agentledger.errors import ApprovalError, RunPausedError, UsageError
 from agentledger.events.models import ActivityRecorded, RunFinished
 from agentledger.providers.hashing import sha256_hex
 from agentledger.providers.protocol import EffectRequest
@@ -95,7 +96,15 @@ class Step:
                     done.result_json, done.result_ref_uri, done.result_ref_hash
                 )
         await session.check_spending(self.index)
-        raw = await fn()
+        pending = fn()
+        if not inspect.isawaitable(pending):
+            msg = (
+                f"activity {name!r} of step {self.name!r} returned {type(pending).__name__}, not "
+                "an awaitable: make it an `async def` (run blocking code in it with "
+                "`await asyncio.to_thread(...)`)"
+            )
+            raise UsageError(msg, run_id=self.run_id, step=self.index)
+        raw = await pending
         value, tokens, usd = (
             (raw.value, raw.tokens, raw.usd) if isinstance(raw, Metered) else (raw, 0, 0.0)
         )

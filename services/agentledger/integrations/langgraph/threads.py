@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator
 import structlog
 
 from agentledger._core.keys import check_run_id
+from agentledger._core.leasewait import acquire_waiting
 from agentledger._core.loader import fold_log, load_view
 from agentledger._core.session import Services
 from agentledger._core.writer import RunWriter
-from agentledger.errors import LeaseHeldError
 from agentledger.events.models import RunResumed, RunStarted
 from agentledger.integrations.langgraph.session import ThreadSession
 from agentledger.integrations.langgraph.settings import SaverSettings
@@ -178,18 +178,15 @@ class Threads:
     async def _acquire(self, run_id: str, *, floor: int) -> Lease:
         """Take the lease, waiting up to ``lease_wait_ms`` for another holder to let it go."""
         services = self._services
-        deadline = time.monotonic() + self._settings.lease_wait_ms / 1000
-        delay = 0.02
-        while True:
-            try:
-                return await services.leases.acquire(
-                    run_id, services.worker_id, services.lease_ttl_ms, floor=floor
-                )
-            except LeaseHeldError:
-                if time.monotonic() >= deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        return await acquire_waiting(
+            services.leases,
+            run_id,
+            services.worker_id,
+            services.lease_ttl_ms,
+            floor=floor,
+            wait_s=self._settings.lease_wait_ms / 1000,
+            log=_log,
+        )
 
     async def release(self, thread_id: str) -> None:
         """Pause the thread (why it waits) and release its lease now, if held and not in use."""
