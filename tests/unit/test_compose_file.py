@@ -85,7 +85,7 @@ def test_infra_and_sandbox_have_health_checks_on_their_own_ports(
 
 def test_host_ports_are_distinct_and_advertised(services: dict[str, dict[str, Any]]) -> None:
     """No two services publish the same host port; Kafka advertises its host listener."""
-    host_ports = [int(str(p).split(":")[0]) for s in services.values() for p in s.get("ports", [])]
+    host_ports = [int(str(p).split(":")[-2]) for s in services.values() for p in s.get("ports", [])]
     assert len(host_ports) == len(set(host_ports))
     advertised = services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     for port in _container_ports(services["kafka"]):
@@ -146,3 +146,11 @@ def test_the_worker_runs_an_agent_that_exists(services: dict[str, dict[str, Any]
     command = services["worker"]["command"]
     module_name, _, factory = command[command.index("--agent") + 1].partition(":")
     assert callable(getattr(importlib.import_module(module_name), factory))
+
+
+def test_published_ports_listen_on_loopback_only(services: dict[str, dict[str, Any]]) -> None:
+    """Kafka, Redis (no password) and the sandbox are published on 127.0.0.1, never 0.0.0.0."""
+    published = [str(p) for s in services.values() for p in s.get("ports", [])]
+    assert published
+    for port in published:
+        assert port.startswith("127.0.0.1:"), f"{port} is published on every host interface"

@@ -93,3 +93,30 @@ async def test_still_pending_approval_does_not_take_the_run() -> None:
         with pytest.raises(RunPausedError):
             await walk(env)
         assert len(await env.events("r1")) == before
+
+
+async def test_a_second_decision_on_a_standing_one_is_refused() -> None:
+    """Approve, approve again, then reject: the second and third are refused, one is recorded."""
+    async with LedgerEnvironment() as env:
+        await pause_for_approval(env)
+        await env.ledger().decide("r1", "approved", approver="alice")
+        with pytest.raises(ApprovalError, match="already approved by alice"):
+            await env.ledger().decide("r1", "approved", approver="alice")
+        with pytest.raises(ApprovalError, match="already approved by alice"):
+            await env.ledger().decide("r1", "rejected", approver="bob")
+        assert [a.decision for a in (await env.view("r1")).approvals] == ["approved"]
+        assert await walk(env) is True
+        assert len(env.provider.effects) == 1
+
+
+async def test_a_revoked_or_expired_decision_can_be_replaced() -> None:
+    """After a revoke (or once an approval expired) a new decision is recorded."""
+    async with LedgerEnvironment() as env:
+        await pause_for_approval(env)
+        await env.ledger().decide("r1", "approved", approver="a", expires_at=env.clock() + 1000)
+        env.clock.advance(5000)
+        await env.ledger().decide("r1", "approved", approver="b")
+        await env.ledger().decide("r1", "revoked", approver="b")
+        await env.ledger().decide("r1", "rejected", approver="c")
+        decisions = [a.decision for a in (await env.view("r1")).approvals]
+        assert decisions == ["approved", "approved", "revoked", "rejected"]

@@ -104,6 +104,9 @@ async def decide_as_operator(
     expires_at = None
     if decision == "approved":
         ttl = expires_in_s if expires_in_s is not None else settings.approval_ttl_s
+        if ttl <= 0:
+            msg = f"an approval valid for {ttl} s has expired before it is recorded"
+            raise ApprovalError(msg, run_id=run_id)
         expires_at = now_ms() + int(ttl * 1000)
     async with operator(settings, approver) as op:
         return await decide_run(

@@ -174,12 +174,13 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 async def _decide(args: argparse.Namespace) -> int:
-    settings = await _settings()
     decision: Decision = args.decision
+    expires_in_s = _expires_in_s(args, decision)  # refused before anything is opened
+    settings = await _settings()
     approver = args.approver or requester()
     event = await decide_as_operator(
         settings, args.run_id, decision, approver=approver,
-        expires_in_s=_expires_in_s(args, decision),
+        expires_in_s=expires_in_s,
         intent_hash=args.intent_hash, note=args.note, resume=not args.no_resume,
     )  # fmt: skip
     expires_at = event.expires_at
@@ -195,7 +196,13 @@ async def _decide(args: argparse.Namespace) -> int:
 
 def _expires_in_s(args: argparse.Namespace, decision: Decision) -> float | None:
     expires_in = getattr(args, "expires_in", None) if decision == "approved" else None
-    return parse_duration_s(expires_in) if expires_in else None
+    if expires_in is None:
+        return None
+    seconds = parse_duration_s(expires_in)
+    if seconds <= 0:
+        msg = f"--expires-in {expires_in}: an approval must stay valid for some time (e.g. 15m)"
+        raise ConfigurationError(msg)
+    return seconds
 
 
 async def _skip(args: argparse.Namespace) -> int:

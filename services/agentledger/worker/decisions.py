@@ -10,6 +10,21 @@ from agentledger._core.session import Services
 from agentledger._core.writer import RunWriter
 from agentledger.errors import ApprovalError
 from agentledger.events.models import ApprovalDecided, Decision, Event
+from agentledger.views import RunView
+from agentledger.views.model import Approval
+
+
+def standing_decision(view: RunView, intent_hash: str, now_ms: int) -> Approval | None:
+    """The decision in force on ``intent_hash`` this generation: not revoked, not expired."""
+    latest = None
+    for approval in view.approvals:
+        if approval.intent_hash == intent_hash and approval.generation == view.generation:
+            latest = approval
+    if latest is None or latest.decision == "revoked":
+        return None
+    if latest.expires_at is not None and latest.expires_at <= now_ms:
+        return None
+    return latest
 
 
 async def decide(
@@ -36,6 +51,15 @@ async def decide(
     wanted = intent_hash or (view.pause.intent_hash if view.pause is not None else None)
     if wanted is None:
         msg = "the run waits for no approval; name the intent hash to decide on"
+        raise ApprovalError(msg, run_id=run_id)
+    standing = standing_decision(view, wanted, services.clock())
+    if standing is not None and decision != "revoked":
+        # Approve twice, then reject: three contradicting records, and which one counts would
+        # depend on who reads first. A standing decision is revoked before another is made.
+        msg = (
+            f"intent {wanted[:12]} is already {standing.decision} by {standing.approver or '?'}; "
+            f"refusing to record {decision} as well (revoke it first)"
+        )
         raise ApprovalError(msg, run_id=run_id)
     lease = await services.leases.acquire(
         run_id, services.worker_id, services.lease_ttl_ms, floor=view.fence
