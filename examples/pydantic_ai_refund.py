@@ -9,8 +9,8 @@ example needs no API key): it asks for ``refund``, then ``email_customer``, then
 tools are effect tools: each call is an agentledger effect, performed once however often the
 run is resumed or the model retries. ``refund`` first pauses the run until a person approves.
 Every command is its own process; the run lives in Kafka, so any process can continue it. The
-provider is the sandbox (AGENTLEDGER_PROVIDER_URL, else one started here on
-``.agentledger/examples/sandbox.db``).
+provider is the sandbox (AGENTLEDGER_PROVIDER_URL, else one served in the process by
+``agentledger.connect`` on a file in the stack's state directory).
 """
 
 from __future__ import annotations
@@ -18,22 +18,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+import agentledger
 from agentledger.cli import configure_logging
 from agentledger.errors import ApprovalError, RunPausedError
 from agentledger.integrations.pydantic_ai import AgentLedgerDurability, effect_tool, run_agent
-from agentledger.providers import EffectRequest, HttpProvider
-from agentledger.providers.sandbox import SandboxProcess
-from agentledger.stack.resolve import resolve_settings
-from agentledger.worker import Ledger, Limits, WorkerSettings
-from agentledger._core.ports import WorkerPorts
+from agentledger.providers import EffectRequest
+from agentledger.worker import Limits, WorkerSettings
 
 # --- the effect tools -------------------------------------------------------------------
 
@@ -106,37 +102,21 @@ def build(model: ScriptedModel) -> Agent[None, str]:
 # --- the command line -------------------------------------------------------------------
 
 
-@asynccontextmanager
-async def provider_url(settings: WorkerSettings) -> AsyncIterator[str]:
-    """The configured provider, else a sandbox started here on a durable file."""
-    if settings.provider_url:
-        yield settings.provider_url
-        return
-    db = settings.state_dir / "examples" / "sandbox.db"
-    db.parent.mkdir(parents=True, exist_ok=True)
-    async with SandboxProcess(db) as sandbox:
-        yield sandbox.url
-
-
 async def run(args: argparse.Namespace, settings: WorkerSettings) -> dict[str, Any]:
     """Run one command against the run ``args.run``."""
     model = ScriptedModel(args.order, args.amount)
     prompt = f"Please refund order {args.order} ({args.amount} cents): it arrived damaged."
-    async with (
-        provider_url(settings) as url,
-        HttpProvider(url, name="sandbox") as sandbox,
-        WorkerPorts(settings) as ports,
-    ):
-        ledger = Ledger.from_settings(
-            settings, log=ports.log, leases=ports.leases, providers={"sandbox": sandbox}
-        )
+    # The configured provider, else a sandbox served here on a file in the stack's state dir.
+    sandbox = settings.provider_url or "sandbox"
+    async with agentledger.connect({"sandbox": sandbox}, settings=settings) as conn:
         if args.command == "approve":
-            decision = "rejected" if args.reject else "approved"
-            await ledger.decide(args.run, decision, approver="example-cli")
+            await conn.ledger.decide(
+                args.run, "rejected" if args.reject else "approved", approver="example-cli"
+            )
         answer: dict[str, Any] = {"run": args.run, "model_requests": model.requests}
         try:
             done = await run_agent(
-                build(model), prompt, ledger=ledger, run_id=args.run, limits=Limits(steps=20)
+                build(model), prompt, ledger=conn.ledger, run_id=args.run, limits=Limits(steps=20)
             )
         except RunPausedError as e:
             return {**answer, "status": "paused", "waiting_for": e.reason}
@@ -160,8 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = WorkerSettings()
     configure_logging(settings.log_level)  # logs on stderr, the JSON answer on stdout
-    resolved = asyncio.run(resolve_settings(settings))
-    print(json.dumps(asyncio.run(run(args, resolved)), indent=2))  # noqa: T201 - CLI output
+    print(json.dumps(asyncio.run(run(args, settings)), indent=2))  # noqa: T201 - CLI output
 
 
 if __name__ == "__main__":
