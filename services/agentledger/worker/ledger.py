@@ -18,6 +18,7 @@ from agentledger.errors import AgentLedgerError
 from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.leasing.run_index import RunIndex
+from agentledger.logdefaults import logs_on_stderr_by_default
 from agentledger.providers.protocol import Provider
 from agentledger.telemetry.tracing import run_span, set_outcome
 from agentledger.telemetry.worker_metrics import WorkerMetrics
@@ -51,6 +52,7 @@ class Ledger:
         runs: RunIndex | None = None,
         metrics: WorkerMetrics | None = None,
     ) -> None:
+        logs_on_stderr_by_default()
         self.services = Services(
             log=log,
             leases=leases,
