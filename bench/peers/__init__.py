@@ -30,8 +30,11 @@ PEERS: dict[str, str] = {
 OURS = "agentledger"
 # Left out of --quick to stay under 5 minutes on 2 cores (run them by name with --peers).
 FULL_ONLY: frozenset[str] = frozenset({"langgraph-sqlite-delta", "langgraph-postgres-delta"})
-# Run only when named with --peers: the SDK-less write path of agentledger (a diagnostic).
-OPT_IN: frozenset[str] = frozenset({"agentledger-raw"})
+# Run only when named with --peers: the SDK-less write path of agentledger (a diagnostic), and
+# the Pydantic AI rows (Pydantic AI prepares each request from the whole history, so a run's time
+# grows with the square of its length: the full preset's 10,000 steps would take hours; run them
+# with --quick).
+OPT_IN: frozenset[str] = frozenset({"agentledger-raw", "pydantic-ai-agentledger", "pydantic-ai"})
 
 
 def load(name: str) -> type[Peer]:
