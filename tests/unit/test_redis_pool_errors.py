@@ -44,6 +44,10 @@ CALLS: dict[str, Call] = {
     "progress": lambda s: s.progress([Position("t", 0, 5)]),
     "runs_by_status": lambda s: s.runs_by_status("running"),
     "open_intents": lambda s: s.open_intents(),
+    "mark_namespace": lambda s: s.mark_namespace("v1"),
+    "replace_live": lambda s: s.replace_live("v1", "v2"),
+    "is_marked": lambda s: s.is_marked("v1"),
+    "load_many": lambda s: s.load_many(["r1"]),
 }
 
 
