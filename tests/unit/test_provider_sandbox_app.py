@@ -186,3 +186,16 @@ async def test_store_keeps_effects_across_reopen(tmp_path: Path) -> None:
     assert not created_again
     assert again == first
     assert first.id == "tkt_abc"
+
+
+@pytest.mark.parametrize("depth", [100, 5_000])
+async def test_a_body_nested_thousands_deep_is_a_400_not_a_500(served: Served, depth: int) -> None:
+    """JSON nested 5,000 deep is refused as a bad request (the HTTP provider would read a 500 as
+    "outcome unknown"), and nothing is performed."""
+    raw = '{"a": ' + "[" * depth + "1" + "]" * depth + "}"
+    headers = {"Idempotency-Key": "deep", "Content-Type": "application/json"}
+    async with served.http.post(served.url + "/v1/payments", data=raw, headers=headers) as resp:
+        status, body = resp.status, await resp.json()
+    assert status == 400
+    assert "nests deeper" in body["error"]["message"]
+    assert await served.client.effects() == []

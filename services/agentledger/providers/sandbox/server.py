@@ -129,12 +129,37 @@ def _conflict(e: ProviderConflictError, key: str) -> web.Response:
     return _error(409, "conflict", str(e), idempotency_key=key)
 
 
+#: Deepest nesting of a request body; deeper (5,000 levels) is a 400, never a 500 "unknown".
+MAX_JSON_DEPTH = 64
+
+
+def _depth_exceeds(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists/objects deeper than ``limit`` (iterative: no recursion)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 async def _json_object(request: web.Request) -> dict[str, JsonValue]:
+    too_deep = f"the body nests deeper than {MAX_JSON_DEPTH} levels"
     try:
         body: Any = await request.json(loads=json.loads)
+    except RecursionError as e:
+        raise _bad_request(too_deep) from e
     except ValueError as e:
         msg = f"the body is not JSON: {e}"
         raise _bad_request(msg) from e
+    if _depth_exceeds(body, MAX_JSON_DEPTH):
+        raise _bad_request(too_deep)
     if not isinstance(body, dict):
         msg = "the body must be a JSON object of fields"
         raise _bad_request(msg)
