@@ -203,3 +203,23 @@ async def test_health_fails_while_redis_is_down_or_a_partition_is_wedged(
         if server.returncode is None:
             server.kill()
         await server.wait()
+
+
+async def test_health_fails_on_an_instance_with_no_partitions(stack: StackUnderTest) -> None:
+    """Of two projectors on one-partition topics, the one the group gave nothing answers 503
+    "no partitions assigned" while the other is healthy."""
+    async with (
+        isolated_projector(stack.kafka_bootstrap, stack.redis_url, run_partitions=1) as settings,
+        ProjectorProcess(settings, name="a") as a,
+        ProjectorProcess(settings, name="b") as b,
+    ):
+        await a.wait_ready()
+        await b.wait_ready()
+
+        async def both() -> list[tuple[int, dict[str, object]]]:
+            return [await a.health(), await b.health()]
+
+        found = await until(both, lambda h: sorted(s for s, _ in h) == [200, 503], 90)
+        assert sorted(s for s, _ in found) == [200, 503]
+        (idle,) = [body for status, body in found if status == 503]
+        assert idle["problems"] == ["no partitions assigned"]

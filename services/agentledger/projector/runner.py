@@ -276,8 +276,12 @@ class Projector:
             ends[rec.tp] = max(ends.get(rec.tp, 0), rec.offset + 1)
         await self._applier.apply(namespace, records, ends)
         self._metrics.records += len(records)
+        now = time.monotonic()
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
+            # moving, even while a long catch-up holds the lock and no tick refreshes the lag
+            self._moved_at[tp] = now
+            self._moved_pos[tp] = self._pos[tp]
 
     # --- periodic work ------------------------------------------------------------------
 
