@@ -195,6 +195,7 @@ class Projector:
         """
         if self._fixed_namespace is None:
             await self._store.mark_namespace(namespace)
+        switched = self._namespace is not None
         self._namespace = namespace
         self._metrics.namespace = namespace
         self._pos.clear()
@@ -202,7 +203,8 @@ class Projector:
         self._seen_at_tick.clear()
         self._stalled.clear()
         self._applier.reset()
-        self._reread = set(self._assigned)
+        # at the first namespace faust delivers from the group's offsets as usual
+        self._reread = set(self._assigned) if switched else set()
 
     async def _rebase(self, lost: str, why: str) -> str:
         """The views of ``lost`` vanished (FLUSHALL, eviction, deleted keys): point at a fresh
