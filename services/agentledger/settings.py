@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agentledger.redaction import redacted_url
@@ -19,6 +19,9 @@ from agentledger.redaction import redacted_url
 DEFAULT_STATE_DIR = Path(".agentledger")
 DEFAULT_TOPIC_PREFIX = "agentledger."
 ENV_PREFIX = "AGENTLEDGER_"
+#: The key of the local stack and of tests. A deployment sets its own (AGENTLEDGER_HASH_KEY):
+#: with a known key, a hash in the log can be tested against guesses of what it hides.
+DEFAULT_HASH_KEY = "agentledger-local-stack"
 
 
 class CommonSettings(BaseSettings):
@@ -42,6 +45,14 @@ class CommonSettings(BaseSettings):
     )
     topic_prefix: str = Field(
         default=DEFAULT_TOPIC_PREFIX, description="prefix of every topic name"
+    )
+    hash_key: SecretStr = Field(
+        default=SecretStr(DEFAULT_HASH_KEY),
+        description=(
+            "secret key of the identity and payload hashes recorded in the log (HMAC-SHA256); "
+            "the default suits the local stack only: set your own in a deployment, the same "
+            "for every worker and reconciler"
+        ),
     )
     key_prefix: str = Field(default="al", description="prefix of every Redis key")
     run_partitions: int = Field(

@@ -9,6 +9,7 @@ import pytest
 from agentledger._core.lookup import decide
 from agentledger.errors import IdentityMismatchError
 from agentledger.events import EffectIntended, EffectReconciled, RunPaused
+from agentledger.providers.hashing import EffectHasher
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest, LookupResult, ProviderResult
 from agentledger.testing import LedgerEnvironment, SimulatedCrash
@@ -60,8 +61,9 @@ async def test_sdk_resume_with_another_identity_under_the_key_is_a_mismatch_not_
         with pytest.raises(IdentityMismatchError) as raised:
             async with env.ledger().run(spec) as run:
                 await run.step("pay", pay)
-        assert raised.value.recorded_hash == OTHER.identity_hash
-        assert raised.value.new_hash == REQUEST.identity_hash
+        keyed = EffectHasher()  # the log's hashes are keyed (the environment's default key)
+        assert raised.value.recorded_hash == keyed.identity(OTHER.identity)
+        assert raised.value.new_hash == keyed.identity(REQUEST.identity)
         events = await env.events("r1")
         findings = [e.finding for e in events if isinstance(e, EffectReconciled)]
         assert findings == ["UNKNOWN"]

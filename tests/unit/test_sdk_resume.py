@@ -16,6 +16,7 @@ from agentledger.errors import (
 )
 from agentledger.events import Alert, EffectReconciled, PlanRevised, RunResumed
 from agentledger.providers.faults import FaultRule
+from agentledger.providers.hashing import EffectHasher
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest, ProviderResult
 from agentledger.testing import LedgerEnvironment, SimulatedCrash
@@ -142,10 +143,11 @@ async def test_retry_with_other_identity_stops_with_both_hashes() -> None:
         with pytest.raises(IdentityMismatchError) as caught:
             async with env.ledger().run(spec()) as run:
                 await run.step("pay", lambda s: pay_body(s, changed))
-        assert caught.value.recorded_hash == REQUEST.identity_hash
-        assert caught.value.new_hash == changed.identity_hash
-        assert REQUEST.identity_hash in str(caught.value)
-        assert changed.identity_hash in str(caught.value)
+        keyed = EffectHasher()  # the log's hashes are keyed (the environment's default key)
+        assert caught.value.recorded_hash == keyed.identity(REQUEST.identity)
+        assert caught.value.new_hash == keyed.identity(changed.identity)
+        assert keyed.identity(REQUEST.identity) in str(caught.value)
+        assert keyed.identity(changed.identity) in str(caught.value)
         view = await env.view("r1")
         assert view.status == "paused"
         assert view.pause is not None

@@ -22,7 +22,6 @@ from agentledger.errors import (
     IdentityMismatchError,
     ProviderConflictError,
     ProviderError,
-    ProviderIdentityConflictError,
     ProviderUnavailableError,
 )
 from agentledger.events.models import (
@@ -33,6 +32,7 @@ from agentledger.events.models import (
     RunEvent,
     Severity,
 )
+from agentledger.providers.hashing import without_plain_hashes
 from agentledger.providers.protocol import EffectRequest, LookupResult
 from agentledger.telemetry.tracing import (
     EFFECT,
@@ -200,14 +200,16 @@ class EffectFlow(ABC, Generic[S]):
     async def _perform(self, ask: EffectAsk, recorded: EffectView | None) -> EffectResult:
         session = self.session
         step, name, key, request = ask.step, ask.name, ask.key, ask.request
+        hasher = self.services.payloads.hasher
         if recorded is not None:
-            if recorded.identity_hash and recorded.identity_hash != request.identity_hash:
+            known = recorded.identity_hash
+            if known and not hasher.identity_matches(known, request.identity):
                 raise await self.mismatch(
                     step=step,
                     name=name,
                     key=key,
-                    recorded=recorded.identity_hash,
-                    new=request.identity_hash,
+                    recorded=known,
+                    new=hasher.identity(request.identity),
                 )
             if recorded.state in OPEN_EFFECT_STATES:
                 await self.resolve(recorded)
@@ -236,8 +238,8 @@ class EffectFlow(ABC, Generic[S]):
             provider=pname,
             kind=request.kind,
             idempotency_key=key,
-            identity_hash=request.identity_hash,
-            payload_hash=request.payload_hash,
+            identity_hash=payloads.hasher.identity(request.identity),
+            payload_hash=payloads.hasher.payload(request.identity, request.free_text),
             request_json=payloads.inline(
                 {"identity": request.identity, "free_text": request.free_text}
             ),
@@ -252,14 +254,15 @@ class EffectFlow(ABC, Generic[S]):
         except ProviderUnavailableError as e:
             raise await self.unknown(step=step, name=name, key=key, why=str(e), record=True) from e
         except ProviderConflictError as e:
-            await self._failed(writer, step=step, name=name, key=key, why=str(e))
-            told = e.recorded_hash if isinstance(e, ProviderIdentityConflictError) else None
+            # the provider's message names its own plain identity hashes: not for the log
+            why = without_plain_hashes(str(e))
+            await self._failed(writer, step=step, name=name, key=key, why=why)
             raise await self.mismatch(
                 step=step,
                 name=name,
                 key=key,
-                recorded=told or self.wording.not_told,
-                new=request.identity_hash,
+                recorded=self.wording.not_told,
+                new=payloads.hasher.identity(request.identity),
             ) from e
         except ProviderError as e:
             await self._failed(writer, step=step, name=name, key=key, why=str(e))
@@ -308,7 +311,7 @@ class EffectFlow(ABC, Generic[S]):
             answer = await provider.lookup(effect.kind, key)
         except ProviderError as e:
             answer = e
-        resolution = decide(effect, answer)
+        resolution = decide(effect, answer, self.services.payloads.hasher)
         cause = answer if isinstance(answer, ProviderError) else None
         if resolution.identity_mismatch:
             if effect.state == "intended":

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentledger._core.blobs import BlobRef, BlobStore
 from agentledger.errors import PayloadError
+from agentledger.providers.hashing import EffectHasher
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor
 
 MAX_TEXT = 4000
@@ -50,8 +51,10 @@ class Payloads:
         *,
         blobs: BlobStore | None = None,
         threshold: int | None = None,
+        hasher: EffectHasher | None = None,
     ) -> None:
         self.redactor = redactor
+        self.hasher = hasher or EffectHasher()
         self.blobs = blobs
         self.threshold = threshold
 

@@ -3,8 +3,10 @@
 These functions are the contract between the SDK, the providers and the reconciler: the SDK
 records ``identity_hash`` and ``payload_hash`` in ``EffectIntended``; the sandbox provider
 computes the same ``identity_hash`` from the identity fields it receives, so a 409 names hashes a
-person can compare with the event log. Never change the encoding: recorded hashes would stop
-matching.
+person can compare. The event log records *keyed* hashes (:class:`EffectHasher`, HMAC under
+the deployment's hash key) so that it does not hold an unsalted hash of unredacted data; the
+provider's own plain hashes never reach it. Never change the encoding: recorded hashes would
+stop matching.
 
 Canonical JSON is ``json.dumps`` with sorted keys, no whitespace, UTF-8 (non-ASCII kept as is),
 no NaN or infinity, string keys only. Strings are hashed as given (no Unicode normalisation) and
@@ -14,11 +16,14 @@ no NaN or infinity, string keys only. Strings are hashed as given (no Unicode no
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
+import re
 from collections.abc import Mapping
 
 from agentledger.errors import CanonicalJsonError
+from agentledger.settings import DEFAULT_HASH_KEY
 
 _MAX_DEPTH = 64
 
@@ -73,3 +78,58 @@ def payload_hash(identity: Mapping[str, object], free_text: Mapping[str, object]
 def response_hash(response: object) -> str:
     """Hash of a provider's response object, as recorded next to its external reference."""
     return sha256_hex(response)
+
+
+# --- the hashes the event log records (keyed) ---------------------------------------------
+
+#: How a keyed hash in the log starts. Hashes without it were written before keyed hashes
+#: (plain sha256 of the canonical JSON) and are still checked as such.
+KEYED_PREFIX = "hmac-sha256:"
+
+_PLAIN_SHA256 = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+
+
+class EffectHasher:
+    """The identity and payload hashes the SDK records in ``EffectIntended`` (finding 9 of
+    issue 17): HMAC-SHA256 under a deployment secret, so a hash of an identity that holds a card
+    number or an address cannot be reversed by hashing guesses, as a plain sha256 can.
+
+    Two calls are the same effect when their keyed identity hashes are equal: idempotency works
+    as before. Events written before carry plain sha256 hashes; :meth:`identity_matches` and
+    :meth:`payload_matches` accept those too, so old runs resume. Never change the encoding.
+    """
+
+    def __init__(self, key: str | bytes = DEFAULT_HASH_KEY) -> None:
+        self._key = key.encode() if isinstance(key, str) else key
+
+    def _mac(self, value: object) -> str:
+        digest = hmac.new(self._key, canonical_json(value), hashlib.sha256).hexdigest()
+        return KEYED_PREFIX + digest
+
+    def identity(self, identity: Mapping[str, object]) -> str:
+        """The keyed hash of the identity fields."""
+        return self._mac(identity)
+
+    def payload(self, identity: Mapping[str, object], free_text: Mapping[str, object]) -> str:
+        """The keyed hash of the whole payload (identity and free text kept apart)."""
+        return self._mac({"free_text": free_text, "identity": identity})
+
+    def identity_matches(self, recorded: str, identity: Mapping[str, object]) -> bool:
+        """True when ``recorded`` (keyed, or plain from an older event) hashes ``identity``."""
+        if recorded.startswith(KEYED_PREFIX):
+            return hmac.compare_digest(recorded, self.identity(identity))
+        return hmac.compare_digest(recorded, identity_hash(identity))
+
+    def payload_matches(
+        self, recorded: str, identity: Mapping[str, object], free_text: Mapping[str, object]
+    ) -> bool:
+        """True when ``recorded`` (keyed, or plain from an older event) hashes the payload."""
+        if recorded.startswith(KEYED_PREFIX):
+            return hmac.compare_digest(recorded, self.payload(identity, free_text))
+        return hmac.compare_digest(recorded, payload_hash(identity, free_text))
+
+
+def without_plain_hashes(text: str) -> str:
+    """``text`` with plain sha256 hex digests cut out: a provider's conflict message names its
+    own unkeyed identity hashes, which must not reach the log."""
+    return _PLAIN_SHA256.sub("[sha256]", text)

@@ -26,6 +26,7 @@ from agentledger.bus.port import EventLog
 from agentledger.errors import AgentLedgerError, StaleFenceError
 from agentledger.events.models import Alert, Event, RunPaused, now_ms
 from agentledger.leases import Lease, LeaseStore
+from agentledger.providers.hashing import EffectHasher
 from agentledger.reconciler.claim import Claim, RunClaimer
 from agentledger.reconciler.compensation import Compensator
 from agentledger.reconciler.decide import Resolution, RunPlan, decide, intent_due, plan_run
@@ -62,6 +63,7 @@ class Reconciler:
         self.leases = leases
         self.providers = providers
         self.book = book
+        self.hasher = EffectHasher(settings.hash_key.get_secret_value())
         self._clock = clock
         self.claimer = RunClaimer(
             log,
@@ -200,7 +202,7 @@ class Reconciler:
     async def _lookup(self, intent: EffectView, report: PassReport) -> Resolution:
         outcome = await self.providers.lookup(intent.provider, intent.kind, intent.idempotency_key)
         report.looked_up += 1
-        resolution = decide(intent, outcome)
+        resolution = decide(intent, outcome, self.hasher)
         if resolution.finding == "LANDED":
             report.landed += 1
         elif resolution.finding == "NOT_LANDED":

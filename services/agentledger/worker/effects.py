@@ -54,7 +54,10 @@ class RunEffects(EffectFlow[RunSession]):
         self, recorded: EffectView, request: EffectRequest, *, step: int, name: str, key: str
     ) -> None:
         """Note (only) that the free text changed since the effect was performed."""
-        if recorded.payload_hash and recorded.payload_hash != request.payload_hash:
+        hasher = self.services.payloads.hasher
+        if recorded.payload_hash and not hasher.payload_matches(
+            recorded.payload_hash, request.identity, request.free_text
+        ):
             self.session.log.info("effect_free_text_changed", step=step, effect=name, key=key)
 
     async def lookup_failed(

@@ -19,6 +19,7 @@ from agentledger.events.models import ApprovalDecided, Decision, Event, now_ms
 from agentledger.leases import LeaseStore
 from agentledger.leasing.run_index import RunIndex
 from agentledger.logdefaults import logs_on_stderr_by_default
+from agentledger.providers.hashing import EffectHasher
 from agentledger.providers.protocol import Provider
 from agentledger.telemetry.tracing import run_span, set_outcome
 from agentledger.telemetry.worker_metrics import WorkerMetrics
@@ -90,7 +91,11 @@ class Ledger:
             leases=leases,
             providers=providers,
             views=views,
-            payloads=Payloads(blobs=blobs, threshold=settings.blob_threshold_bytes),
+            payloads=Payloads(
+                blobs=blobs,
+                threshold=settings.blob_threshold_bytes,
+                hasher=EffectHasher(settings.hash_key.get_secret_value()),
+            ),
             kill_switch=KillSwitch(settings.kill_point, settings.kill_hit),
             worker_id=settings.worker_id,
             lease_ttl_ms=settings.lease_ttl_ms,

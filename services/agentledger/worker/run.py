@@ -209,9 +209,7 @@ class Run:
             finally:
                 set_outcome(span, outcome)
                 if metrics is not None:
-                    metrics.step_seconds.labels(outcome=outcome).observe(
-                        time.monotonic() - started
-                    )
+                    metrics.step_seconds.labels(outcome=outcome).observe(time.monotonic() - started)
 
     async def _attempts(
         self, index: int, name: str, body: StepBody, accept: Accept | None, attempts: int

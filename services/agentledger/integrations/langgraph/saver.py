@@ -50,6 +50,7 @@ from agentledger.integrations.langgraph.writing import (
     write_fields,
 )
 from agentledger.leases import LeaseStore
+from agentledger.providers.hashing import EffectHasher
 from agentledger.providers.protocol import EffectRequest, Provider
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor
 from agentledger.stack.resolve import resolve_settings
@@ -91,7 +92,9 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
         self._given = (log, leases, views, run_index)
         self._providers = dict(providers or {})
         self.codec = ValueCodec(self.serde, redactor)
-        self._payloads = Payloads(redactor)
+        self._payloads = Payloads(
+            redactor, hasher=EffectHasher(settings.hash_key.get_secret_value())
+        )
         self._threads: Threads | None = None
         self._services: Services | None = None
         self._run_index: RunIndex = run_index or MemoryRunIndex()
