@@ -127,7 +127,7 @@ async def test_an_approval_expired_before_the_resume_is_refused(
     view = (await fold_runs(fleet))[run_id]
     assert waiting_for_approval(view)
     codes = [a.code for a in await alerts(fleet) if a.run_id == run_id]
-    assert "approval_expired" in codes
+    assert "approval.expired" in codes
     assert (await payments(sandbox))[f"ord-{run_id}"] == 0
 
 
@@ -156,7 +156,7 @@ async def test_an_approval_of_another_intent_is_refused(
     view = (await fold_runs(fleet))[run_id]
     assert waiting_for_approval(view)
     codes = [a.code for a in await alerts(fleet) if a.run_id == run_id]
-    assert "approval_other_intent" in codes
+    assert "approval.other_intent" in codes
     assert (await payments(sandbox))[f"ord-{run_id}"] == 0
 
 

@@ -238,7 +238,7 @@ async def test_changed_identity_on_a_rerun_stops_with_an_alert() -> None:
     assert provider.calls == 1
     assert info.value.recorded_hash != info.value.new_hash
     alerts = [a for a in ports.log.events(ports.log.topics.alerts) if isinstance(a, Alert)]
-    assert [a.code for a in alerts] == ["identity_mismatch"]
+    assert [a.code for a in alerts] == ["effect.identity_mismatch"]
 
 
 async def test_effects_need_saved_checkpoints() -> None:
@@ -293,7 +293,7 @@ async def test_unreachable_provider_records_unknown_alerts_and_a_rerun_looks_it_
     pauses = [e.reason for e in events if isinstance(e, RunPaused)]
     assert "effect_unknown" not in pauses
     alerts = [a for a in ports.log.events(ports.log.topics.alerts) if isinstance(a, Alert)]
-    assert {a.code for a in alerts} == {"effect_unknown"}
+    assert {a.code for a in alerts} == {"effect.unknown"}
 
 
 async def test_a_refused_effect_is_recorded_failed_and_not_sent_again() -> None:

@@ -69,7 +69,7 @@ async def test_expired_approval_is_refused_with_an_alert() -> None:
         with pytest.raises(ApprovalError, match="expired"):
             await walk(env)
         assert (await env.view("r1")).status == "paused"
-        assert "approval_expired" in [a.code for a in env.alerts() if isinstance(a, Alert)]
+        assert "approval.expired" in [a.code for a in env.alerts() if isinstance(a, Alert)]
         assert env.provider.effects == []
 
 
@@ -81,7 +81,7 @@ async def test_approval_of_another_intent_is_refused() -> None:
         with pytest.raises(ApprovalError, match=r"approves intent f{64}, not"):
             await walk(env)
         assert (await env.view("r1")).status == "paused"
-        assert "approval_other_intent" in [a.code for a in env.alerts() if isinstance(a, Alert)]
+        assert "approval.other_intent" in [a.code for a in env.alerts() if isinstance(a, Alert)]
         assert env.provider.effects == []
 
 

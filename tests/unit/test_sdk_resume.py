@@ -105,7 +105,7 @@ async def test_unreachable_provider_on_resume_pauses_and_sends_nothing() -> None
         assert view.status == "paused"
         assert view.pause is not None
         assert view.pause.reason == "effect_unknown"
-        assert [a.code for a in env.alerts() if isinstance(a, Alert)] == ["effect_unknown"]
+        assert [a.code for a in env.alerts() if isinstance(a, Alert)] == ["effect.unknown"]
         assert len(env.provider.effects) == 1  # only the original, nothing re-sent
         env.provider.clear_faults()
         env.expire_leases()
@@ -152,7 +152,7 @@ async def test_retry_with_other_identity_stops_with_both_hashes() -> None:
         assert view.status == "paused"
         assert view.pause is not None
         assert view.pause.reason == "identity_mismatch"
-        assert "identity_mismatch" in [a.code for a in env.alerts() if isinstance(a, Alert)]
+        assert "effect.identity_mismatch" in [a.code for a in env.alerts() if isinstance(a, Alert)]
         assert len(env.provider.effects) == 1  # nothing was sent for the changed retry
 
 
@@ -187,7 +187,7 @@ async def test_version_drift_is_refused_by_default_with_the_diff() -> None:
             async with env.ledger().run(spec(versions=new)):
                 pytest.fail("refused runs do not open")
         assert [e for e in await env.events("r1") if isinstance(e, RunResumed)] == []
-        assert "version_drift" in [a.code for a in env.alerts() if isinstance(a, Alert)]
+        assert "run.version_drift" in [a.code for a in env.alerts() if isinstance(a, Alert)]
 
 
 @pytest.mark.parametrize("policy", ["continue", "replan"])

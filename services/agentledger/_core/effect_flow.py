@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from agentledger._core.lookup import decide
 from agentledger._core.session import Services
 from agentledger._core.spec import EffectResult
+from agentledger.alerts.codes import EFFECT_IDENTITY_MISMATCH, EFFECT_UNKNOWN, AlertCode
 from agentledger.errors import (
     EffectFailedError,
     EffectUnknownError,
@@ -68,10 +69,10 @@ class EffectWriter(Protocol):
 
     def alert(
         self,
-        code: str,
+        code: AlertCode,
         summary: str,
         *,
-        severity: Severity = "critical",
+        severity: Severity | None = None,
         key: str | None = None,
         **fields: Any,
     ) -> Alert:
@@ -375,7 +376,7 @@ class EffectFlow(ABC, Generic[S]):
             )
         self.pause("effect_unknown", step, {"effect": name, "key": key, "error": text})
         writer.alert(
-            "effect_unknown",
+            EFFECT_UNKNOWN,
             f"run {session.run_id} step {step} effect {name}: outcome unknown ({text})",
             step=step,
             effect=name,
@@ -409,7 +410,7 @@ class EffectFlow(ABC, Generic[S]):
         payload = {"effect": name, "key": key, "recorded_hash": recorded, "new_hash": new}
         self.pause("identity_mismatch", step, payload)
         writer.alert(
-            "identity_mismatch",
+            EFFECT_IDENTITY_MISMATCH,
             str(error),
             step=step,
             effect=name,

@@ -14,6 +14,7 @@ from agentledger._core.payloads import Payloads
 from agentledger._core.replay import effect_index
 from agentledger._core.spec import RunSpec
 from agentledger._core.writer import Checkpoints, RunWriter
+from agentledger.alerts.codes import RUN_BUDGET_EXCEEDED
 from agentledger.bus.port import EventLog
 from agentledger.errors import (
     BudgetExceededError,
@@ -149,7 +150,7 @@ class RunSession:
         message = overrun.describe()
         writer.append(RunFinished, status="budget_exceeded", error=message)
         writer.alert(
-            "budget_exceeded",
+            RUN_BUDGET_EXCEEDED,
             f"run {self.run_id} stopped: {message}",
             severity="warning",
             step=step,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
+from agentledger.alerts.codes import AlertCode
 from agentledger.bus.port import EventLog
 from agentledger.errors import RunClosedError
 from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
@@ -70,19 +71,21 @@ class RunWriter:
 
     def alert(
         self,
-        code: str,
+        code: AlertCode,
         summary: str,
         *,
-        severity: Severity = "critical",
+        severity: Severity | None = None,
         key: str | None = None,
         **fields: Any,
     ) -> Alert:
-        """Queue an Alert about this run (one open alert per code, run and key)."""
+        """Queue an Alert about this run (one open alert per code, run and key); severity and
+        action default to the code's."""
         self._check_usable()
+        fields.setdefault("action", code.action)
         alert = Alert(
-            alert_id=f"{code}:{self.view.run_id}:{key or ''}",
-            code=code,
-            severity=severity,
+            alert_id=f"{code.code}:{self.view.run_id}:{key or ''}",
+            code=code.code,
+            severity=severity or code.severity,
             summary=summary,
             source="worker",
             run_id=self.view.run_id,

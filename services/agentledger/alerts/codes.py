@@ -1,14 +1,16 @@
 """The stable alert codes: what each means, how bad it is, and what a person should do.
 
 Codes are part of the contract with on-call tooling (webhook receivers filter on them): never
-rename one; add new codes instead.
+rename one; add new codes instead. Emitters pass an :class:`AlertCode` from here, never a string
+(``tests/unit/test_alert_codes.py`` scans them). To add one: define it below, list it in
+:data:`ALERT_CODES`; a code that replaces an old spelling goes in :data:`LEGACY_CODES` too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentledger.events.models import Severity
+from agentledger.events.models import Alert, Severity
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,73 @@ RUN_SEQ_DIVERGENT = AlertCode(
     "detail: two writers shared a fence, or a record was forged.",
 )
 
+RUN_BUDGET_EXCEEDED = AlertCode(
+    "run.budget_exceeded",
+    "warning",
+    "a run was stopped by one of its budget limits",
+    "Raise the limit and fork or restart the run if the work must go on.",
+)
+RUN_VERSION_DRIFT = AlertCode(
+    "run.version_drift",
+    "warning",
+    "a resume was refused: the code, prompt, tool schema or model version changed",
+    "Resume with on_version_drift='continue' or 'replan' if the change is safe for this run, "
+    "or fork it onto the new version.",
+)
+LEASE_LOST = AlertCode(
+    "lease.lost",
+    "critical",
+    "a fleet worker could not renew a run's lease and abandoned the run",
+    "Check the worker's host: a freeze (GC, SIGSTOP, VM pause) or a partition from Redis "
+    "longer than the lease ttl. The next lease holder (or the reconciler) carries the run on.",
+)
+FENCE_CONFLICT = AlertCode(
+    "fence.conflict",
+    "critical",
+    "a newer fence wrote a seq an older fence had already written (a takeover race)",
+    "The event was not applied: the new writer must re-read the run and continue after its "
+    "last applied seq.",
+)
+APPROVAL_REJECTED = AlertCode(
+    "approval.rejected",
+    "warning",
+    "the approval a run waits for was rejected",
+    "Nothing to do unless the rejection was a mistake: then fork the run and ask again.",
+)
+APPROVAL_EXPIRED = AlertCode(
+    "approval.expired",
+    "warning",
+    "a run's approval expired before it was used",
+    "Approve the intent again (agentledger runs approve RUN) for the current generation.",
+)
+APPROVAL_REVOKED = AlertCode(
+    "approval.revoked",
+    "warning",
+    "a run's approval was revoked",
+    "Approve the intent again if it should go ahead, or reject it to finish the run.",
+)
+APPROVAL_OTHER_GENERATION = AlertCode(
+    "approval.other_generation",
+    "warning",
+    "a run's approval was given for another generation (before a fork or a replan)",
+    "Approve the intent again for the current generation.",
+)
+APPROVAL_OTHER_INTENT = AlertCode(
+    "approval.other_intent",
+    "warning",
+    "the approval on record is for another intent than the one the run asks for now",
+    "Check what the run asks (agentledger runs show RUN) and approve that intent.",
+)
+
+#: The approval alert for each refused approval status.
+APPROVAL_CODES: dict[str, AlertCode] = {
+    "rejected": APPROVAL_REJECTED,
+    "expired": APPROVAL_EXPIRED,
+    "revoked": APPROVAL_REVOKED,
+    "other_generation": APPROVAL_OTHER_GENERATION,
+    "other_intent": APPROVAL_OTHER_INTENT,
+}
+
 ALERT_CODES: dict[str, AlertCode] = {
     c.code: c
     for c in (
@@ -148,5 +217,31 @@ ALERT_CODES: dict[str, AlertCode] = {
         RUN_UNREADABLE,
         RUN_EVENT_AFTER_FINISH,
         RUN_SEQ_DIVERGENT,
+        RUN_BUDGET_EXCEEDED,
+        RUN_VERSION_DRIFT,
+        LEASE_LOST,
+        FENCE_CONFLICT,
+        *APPROVAL_CODES.values(),
     )
 }
+
+#: Spellings workers wrote before every code came from this registry; alerts already in the
+#: log with one of them are read as the registered code (never remove an entry).
+LEGACY_CODES: dict[str, AlertCode] = {
+    "effect_unknown": EFFECT_UNKNOWN,
+    "identity_mismatch": EFFECT_IDENTITY_MISMATCH,
+    "budget_exceeded": RUN_BUDGET_EXCEEDED,
+    "version_drift": RUN_VERSION_DRIFT,
+    **{f"approval_{status}": code for status, code in APPROVAL_CODES.items()},
+}
+
+
+def code_of(code: str) -> AlertCode | None:
+    """The registered code for ``code`` (an old spelling included); None if unknown."""
+    return ALERT_CODES.get(code) or LEGACY_CODES.get(code)
+
+
+def canonical(alert: Alert) -> Alert:
+    """``alert`` with its code in today's spelling (an old event from the log is renamed)."""
+    legacy = LEGACY_CODES.get(alert.code)
+    return alert if legacy is None else alert.model_copy(update={"code": legacy.code})

@@ -14,7 +14,7 @@ from typing import Protocol
 import structlog
 
 from agentledger.alerts.book import AlertBook
-from agentledger.alerts.codes import DEADLETTER_RECORD
+from agentledger.alerts.codes import DEADLETTER_RECORD, canonical
 from agentledger.alerts.delivery import DeliveryLedger
 from agentledger.alerts.model import AlertCondition
 from agentledger.alerts.sinks import AlertSink
@@ -90,7 +90,7 @@ class AlertRelay:
     async def handle(self, event: Event) -> None:
         """Process one event of the alerts or dead-letter topic (others are ignored)."""
         if isinstance(event, Alert):
-            await self._deliver(event)
+            await self._deliver(canonical(event))  # an old spelling goes out as today's code
         elif isinstance(event, DeadLettered) and self._book is not None:
             # Counted once per record even when the topic is read again (``--once`` runs).
             if not await self._ledger.claim(

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 
+from agentledger.alerts.codes import FENCE_STALE, LEASE_LOST, AlertCode
 from agentledger.events.models import Alert
 
 SOURCE = "fleet"
-LEASE_LOST = "lease.lost"
-FENCE_STALE = "fence.stale"
+
+__all__ = ["FENCE_STALE", "LEASE_LOST", "SOURCE", "lease_lost_alert"]
 
 
 def lease_lost_alert(
-    code: str, *, run_id: str, worker_id: str, fence: int | None, reason: str
+    code: AlertCode, *, run_id: str, worker_id: str, fence: int | None, reason: str
 ) -> Alert:
     """This worker lost a run's lease (``lease.lost``) or had writes refused (``fence.stale``)."""
     how = (
@@ -21,8 +22,8 @@ def lease_lost_alert(
         else "had its writes refused: its fence is stale"
     )
     return Alert(
-        alert_id=f"{code}:{run_id}:{worker_id}:{fence if fence is not None else '?'}",
-        code=code,
+        alert_id=f"{code.code}:{run_id}:{worker_id}:{fence if fence is not None else '?'}",
+        code=code.code,
         severity="critical",
         source=SOURCE,
         run_id=run_id,

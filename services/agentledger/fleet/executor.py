@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from agentledger._core.loader import load_view
+from agentledger.alerts.codes import AlertCode
 from agentledger.bus.port import EventPublisher
 from agentledger.errors import (
     AgentLedgerError,
@@ -278,14 +279,14 @@ class RunExecutor:
                      reason=str(error))  # fmt: skip
         return Outcome("abandoned", str(error))
 
-    async def _alert(self, run_id: str, fence: int | None, code: str, reason: str) -> None:
+    async def _alert(self, run_id: str, fence: int | None, code: AlertCode, reason: str) -> None:
         alert = lease_lost_alert(
             code, run_id=run_id, worker_id=self.worker_id, fence=fence, reason=reason
         )
         try:
             await self._publisher.publish([alert])
         except PublishError as e:
-            _log.error("alert_publish_failed", run_id=run_id, code=code, error=str(e))
+            _log.error("alert_publish_failed", run_id=run_id, code=code.code, error=str(e))
 
 
 async def _settle_when(durable: asyncio.Event, settle: Callable[[], None]) -> None:

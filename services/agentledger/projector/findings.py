@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 from agentledger.alerts.codes import (
+    FENCE_CONFLICT,
+    FENCE_STALE,
     PROJECTOR_GAP,
     PROJECTOR_STALLED,
     RUN_EVENT_AFTER_FINISH,
@@ -29,8 +31,8 @@ def _detail(**values: object) -> str:
 def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
     """A zombie writer's event was rejected: name the run, the stale worker and both fences."""
     return Alert(
-        alert_id=f"fence.stale:{event.event_id}",
-        code="fence.stale",
+        alert_id=f"{FENCE_STALE.code}:{event.event_id}",
+        code=FENCE_STALE.code,
         severity="critical",
         source=SOURCE,
         run_id=event.run_id,
@@ -56,8 +58,8 @@ def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> 
 def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
     """A newer fence wrote a seq that an older fence had already written (a takeover race)."""
     return Alert(
-        alert_id=f"fence.conflict:{event.event_id}",
-        code="fence.conflict",
+        alert_id=f"{FENCE_CONFLICT.code}:{event.event_id}",
+        code=FENCE_CONFLICT.code,
         severity="critical",
         source=SOURCE,
         run_id=event.run_id,

@@ -18,6 +18,7 @@ from agentledger._core.session import RunSession, Services
 from agentledger._core.spec import RunSpec
 from agentledger._core.versions import Policy
 from agentledger._core.writer import RunWriter
+from agentledger.alerts.codes import APPROVAL_CODES, RUN_VERSION_DRIFT, AlertCode
 from agentledger.errors import ApprovalError, RunError, RunPausedError, VersionDriftError
 from agentledger.events.models import (
     FINISHED_STATUSES,
@@ -126,14 +127,15 @@ async def _start(services: Services, spec: RunSpec, view: RunView) -> RunSession
     return RunSession(services, spec, view, writer=writer, keeper=keeper, source="new")
 
 
-async def _refuse(services: Services, view: RunView, code: str, summary: str) -> None:
+async def _refuse(services: Services, view: RunView, code: AlertCode, summary: str) -> None:
     """Publish an alert about a run this worker will not touch (no lease, no run event)."""
     await services.log.publish(
         [
             Alert(
-                alert_id=f"{code}:{view.run_id}:",
-                code=code,
-                severity="warning",
+                alert_id=f"{code.code}:{view.run_id}:",
+                code=code.code,
+                severity=code.severity,
+                action=code.action,
                 source="worker",
                 run_id=view.run_id,
                 worker_id=services.worker_id,
@@ -160,7 +162,7 @@ async def _resume(
     if decision.refused:
         what = versions.describe(decision.changes)
         summary = f"run {run_id} refused to resume under other versions: {what}"
-        await _refuse(services, view, "version_drift", summary)
+        await _refuse(services, view, RUN_VERSION_DRIFT, summary)
         raise VersionDriftError(
             f"started under other versions ({what}); policy {policy!r} refuses to resume it "
             "(resume with on_version_drift='continue' or 'replan' to override)",
@@ -174,7 +176,7 @@ async def _resume(
         )
     if verdict is not None and verdict.status not in {"approved", "rejected"}:
         summary = f"run {run_id}: approval refused on resume ({verdict.reason})"
-        await _refuse(services, view, f"approval_{verdict.status}", summary)
+        await _refuse(services, view, APPROVAL_CODES[verdict.status], summary)
         raise ApprovalError(f"approval refused on resume: {verdict.reason}", run_id=run_id)
     writer, keeper = await _take(services, view)
     session = RunSession(services, spec, view, writer=writer, keeper=keeper, source=source)

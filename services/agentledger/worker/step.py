@@ -10,6 +10,7 @@ from agentledger._core.keys import check_name, intent_hash
 from agentledger._core.replay import check_activity
 from agentledger._core.session import RunSession
 from agentledger._core.spec import EffectResult, Metered
+from agentledger.alerts.codes import APPROVAL_CODES
 from agentledger.errors import ApprovalError, RunPausedError, UsageError
 from agentledger.events.models import ActivityRecorded, RunFinished
 from agentledger.providers.hashing import sha256_hex
@@ -217,7 +218,7 @@ class Step:
                 step=self.index,
             )
         writer.alert(
-            f"approval_{verdict.status}",
+            APPROVAL_CODES[verdict.status],
             f"run {self.run_id} step {self.index}: approval refused ({verdict.reason})",
             severity="warning",
             step=self.index,

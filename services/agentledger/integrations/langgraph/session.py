@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import structlog
 
 from agentledger._core.writer import RunWriter
+from agentledger.alerts.codes import AlertCode
 from agentledger.errors import AgentLedgerError, GraphStateError
 from agentledger.events.models import (
     Alert,
@@ -85,10 +86,10 @@ class ThreadSession:
 
     def alert(
         self,
-        code: str,
+        code: AlertCode,
         summary: str,
         *,
-        severity: Severity = "critical",
+        severity: Severity | None = None,
         key: str | None = None,
         **fields: Any,
     ) -> Alert:
