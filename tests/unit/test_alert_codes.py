@@ -29,8 +29,15 @@ def _literal(node: ast.expr | None) -> bool:
     )
 
 
+def _a_code(node: ast.expr) -> bool:
+    """``X.code`` (a registered AlertCode's string) or a variable named ``code`` holding one."""
+    return (isinstance(node, ast.Attribute) and node.attr == "code") or (
+        isinstance(node, ast.Name) and node.id == "code"
+    )
+
+
 def _string_codes(tree: ast.AST) -> list[int]:
-    """Lines where an alert is given a code as a string: Alert(code="…"), .alert("…", …)."""
+    """Lines where an alert gets a code not from the registry: Alert(code="…"), .alert("…", …)."""
     lines: list[int] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -39,7 +46,9 @@ def _string_codes(tree: ast.AST) -> list[int]:
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
         if name in {"Alert", "AlertCondition"}:
             lines += [
-                kw.value.lineno for kw in node.keywords if kw.arg == "code" and _literal(kw.value)
+                kw.value.lineno
+                for kw in node.keywords
+                if kw.arg == "code" and not _a_code(kw.value)
             ]
         at = CODE_ARGUMENT.get(name)
         if at is not None and len(node.args) > at and _literal(node.args[at]):
@@ -97,8 +106,9 @@ def test_the_scan_finds_a_string_code() -> None:
     """The scan itself flags Alert(code="x") and writer.alert(f"x_{y}", …) (so it can fail)."""
     source = (
         'Alert(code="x.y")\nwriter.alert(f"approval_{s}", "summary")\nwriter.alert(CODE, "s")\n'
+        "Alert(code=FENCE_STALE)\nAlert(code=FENCE_STALE.code)\n"
     )
-    assert _string_codes(ast.parse(source)) == [1, 2]
+    assert _string_codes(ast.parse(source)) == [1, 2, 4]
 
 
 def test_a_code_is_an_alert_code() -> None:

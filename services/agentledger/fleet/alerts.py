@@ -43,8 +43,8 @@ def lease_lost_alert(
 def worker_fenced_alert(worker_id: str, reason: str) -> Alert:
     """This worker's transactional producer was fenced: it stops and leaves its runs to others."""
     return Alert(
-        alert_id=f"{FENCE_STALE}:worker:{worker_id}",
-        code=FENCE_STALE,
+        alert_id=f"{FENCE_STALE.code}:worker:{worker_id}",
+        code=FENCE_STALE.code,
         severity="critical",
         source=SOURCE,
         worker_id=worker_id,
