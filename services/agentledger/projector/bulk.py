@@ -177,7 +177,8 @@ async def bulk_replay(
         now = time.monotonic()
         if on_progress is not None and (final or now - said >= progress_every_s):
             said = now
-            on_progress(Progress(counts.records, total, now - started))
+            # offsets count transaction markers too: the last line says 100% of the records
+            on_progress(Progress(counts.records, counts.records if final else total, now - started))
 
     async with asyncio.TaskGroup() as tg:
         writing: asyncio.Task[None] | None = None

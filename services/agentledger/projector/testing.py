@@ -150,6 +150,11 @@ class ProjectorProcess:
         """Where the child's output goes."""
         return self._log
 
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it runs (benchmarks read its CPU time)."""
+        return None if self._proc is None else self._proc.pid
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self
