@@ -29,6 +29,9 @@ KILL_POINTS: tuple[str, ...] = (
     "checkpoint_pending",
 )
 ANY = "any"
+#: Points reached only with ``checkpoints="with_next_commit"`` (a soak or demo of the default
+#: mode never reaches them).
+WITH_NEXT_COMMIT_ONLY: frozenset[str] = frozenset({"checkpoint_pending"})
 
 
 class KillSwitch:
