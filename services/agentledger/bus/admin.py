@@ -273,3 +273,35 @@ async def delete_topics(settings: CommonSettings, names: Sequence[str]) -> None:
         response = (await admin.delete_topics(doomed, timeout_ms=ADMIN_TIMEOUT_MS)).to_object()
     pairs = [(e["topic"], e["error_code"], None) for e in response["topic_error_codes"]]
     _check_errors(pairs, {UNKNOWN_TOPIC_OR_PARTITION})
+
+
+async def require_topics(settings: CommonSettings, names: Sequence[str]) -> None:
+    """Fail fast, in one line, when Kafka lacks any of ``names`` or does not answer in time.
+
+    Without this a writer waits for metadata of a topic that never comes (a 40 s
+    UnreachableError after hundreds of warnings) and a consumer reports ready with 0 partitions.
+    """
+    bootstrap = _bootstrap(settings)
+    timeout_s = settings.kafka_connect_timeout_ms / 1000
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=settings.kafka_connect_timeout_ms
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            await admin.start()
+            existing = set(await admin.list_topics())
+    except (TimeoutError, KafkaError, OSError) as e:
+        hint = (
+            f"no answer within {settings.kafka_connect_timeout_ms} ms ({type(e).__name__}); is "
+            "the broker up and AGENTLEDGER_KAFKA_BOOTSTRAP right?"
+        )
+        raise UnreachableError("Kafka", bootstrap, hint) from e
+    finally:
+        await admin.close()
+    missing = sorted(set(names) - existing)
+    if missing:
+        msg = (
+            f"topics {', '.join(missing)} do not exist on {bootstrap} "
+            f"(AGENTLEDGER_TOPIC_PREFIX={settings.topic_prefix!r}): run `agentledger topics ensure`"
+        )
+        raise ConfigurationError(msg)

@@ -20,6 +20,7 @@ import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from agentledger.bus.admin import require_topics
 from agentledger.bus.clients import (
     bootstrap_of,
     start_client,
@@ -149,6 +150,7 @@ class KafkaEventLog(EventLog):
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
+        await require_topics(self._settings, self.topics.run_topics)
         # The reader's offsets consumer connects beside the producer: a resume needs both.
         opening = asyncio.ensure_future(self._open_producer())
         try:

@@ -9,6 +9,7 @@ import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
+from agentledger.bus.admin import require_topics
 from agentledger.events.codec import EventCodec
 from agentledger.events.topics import topic_names
 from agentledger.projector.bulk import Progress
@@ -62,6 +63,9 @@ def _projector(_args: argparse.Namespace) -> int:
     from agentledger.projector.runtime import ProjectorRuntime  # noqa: PLC0415
 
     settings = asyncio.run(resolve_settings(ProjectorSettings()))
+    # faust would wait silently on a Kafka that never answers, or report ready with 0
+    # partitions when the topics are missing: both fail here, in one line.
+    asyncio.run(require_topics(settings, topic_names(settings).run_topics))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     runtime = ProjectorRuntime(settings)
