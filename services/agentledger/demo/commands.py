@@ -77,6 +77,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--batch", type=int, default=10, help="trials resumed together by one process"
     )
     soak.add_argument("--provider-url", default=None, help="a sandbox-compatible provider")
+    soak.add_argument(
+        "--worker-timeout-s",
+        type=float,
+        default=300.0,
+        help="a worker still running after this long is killed and its trials fail (300)",
+    )
     soak.add_argument("--run-prefix", default=None, help="run ids <prefix>-t00000-0 … (unique)")
     soak.add_argument("--json", action="store_true", help="print the report as one JSON object")
     soak.set_defaults(run=_soak)
@@ -143,6 +149,7 @@ async def _soak(args: argparse.Namespace) -> int:
         batch=args.batch,
         provider_url=args.provider_url,
         run_prefix=args.run_prefix,
+        worker_timeout_s=args.worker_timeout_s,
     )
     tty = sys.stderr.isatty()
 

@@ -163,12 +163,19 @@ def _forked_main(argv: list[str], log_path: str, out_path: str) -> None:
     os._exit(code)
 
 
-async def spawn_forked(command: list[str], log_path: Path) -> tuple[int, str]:
+#: The exit code :func:`spawn_forked` reports for a child it killed after ``timeout_s``.
+TIMED_OUT = 124
+
+
+async def spawn_forked(
+    command: list[str], log_path: Path, *, timeout_s: float | None = None
+) -> tuple[int, str]:
     """Like :func:`spawn_worker`, but forked from a fork server that preloaded agentledger.
 
     The child is still a new process (own pid, no connection, loop or state of the parent or
     of earlier children); only the interpreter start and imports (seconds on a busy 2-core
-    machine) are saved. Chaos tests use it to keep 20 seeds per kill point affordable.
+    machine) are saved. Chaos tests use it to keep 20 seeds per kill point affordable. A child
+    still running after ``timeout_s`` is SIGKILLed and reported as :data:`TIMED_OUT`.
     """
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(_PRELOAD))
@@ -177,8 +184,12 @@ async def spawn_forked(command: list[str], log_path: Path) -> tuple[int, str]:
     out_path = log_path.with_suffix(".out")
     process = context.Process(target=_forked_main, args=(argv, str(log_path), str(out_path)))
     process.start()
-    await asyncio.to_thread(process.join)
-    code = process.exitcode if process.exitcode is not None else -1
+    await asyncio.to_thread(process.join, timeout_s)
+    timed_out = process.exitcode is None
+    if timed_out:
+        process.kill()
+        await asyncio.to_thread(process.join)
+    code = TIMED_OUT if timed_out else process.exitcode if process.exitcode is not None else -1
     process.close()
     out = out_path.read_text(errors="replace") if out_path.exists() else ""
     return code, out

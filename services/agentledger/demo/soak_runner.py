@@ -21,6 +21,7 @@ from agentledger._core.settings import WorkerSettings
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.demo.plan import Reference, reference, verify
 from agentledger.demo.runner import (
+    TIMED_OUT,
     default_prefix,
     flush_redis,
     performed_effects,
@@ -54,6 +55,9 @@ class SoakOptions:
     batch: int = 10
     provider_url: str | None = None
     run_prefix: str | None = None
+    #: A worker process still running after this long is killed and its trials fail: a hung
+    #: worker must fail the soak, not hang it.
+    worker_timeout_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,13 @@ class KilledTrial:
 
 
 async def _kill_one(
-    settings: WorkerSettings, plan: TrialPlan, url: str, producer: str, logs: Path
+    settings: WorkerSettings,
+    plan: TrialPlan,
+    url: str,
+    producer: str,
+    logs: Path,
+    *,
+    timeout_s: float,
 ) -> KilledTrial:
     """Run one trial's worker until it SIGKILLs itself at the trial's kill point."""
     ref = await reference(plan.run_ids, plan.seed)
@@ -81,29 +91,40 @@ async def _kill_one(
         kill=(point, hit), concurrency=4,
     )  # fmt: skip
     log = logs / f"trial-{plan.index:05d}.kill.log"
-    code, _ = await spawn_forked(command, log)
+    code, _ = await spawn_forked(command, log, timeout_s=timeout_s)
     return KilledTrial(plan, ref, hit, of, code, log)
 
 
 async def _batch(
-    settings: WorkerSettings, plans: Sequence[TrialPlan], url: str, logs: Path, number: int
+    settings: WorkerSettings,
+    plans: Sequence[TrialPlan],
+    url: str,
+    logs: Path,
+    number: int,
+    *,
+    timeout_s: float,
 ) -> list[TrialOutcome]:
     """Kill every trial of the batch, wipe the namespace's keys, resume all, judge each."""
     producer = f"{settings.key_prefix}-b{number:05d}"
-    killed = [await _kill_one(settings, plan, url, producer, logs) for plan in plans]
+    killed = [
+        await _kill_one(settings, plan, url, producer, logs, timeout_s=timeout_s)
+        for plan in plans
+    ]
     await flush_redis(settings, "namespace")
     targets = [(r, k.plan.seed) for k in killed for r in k.plan.run_ids]
     resume_log = logs / f"batch-{number:05d}.resume.log"
     command = worker_command(
         settings, targets, url=url, producer=producer, kill=None, concurrency=16
     )
-    resume_code, _ = await spawn_forked(command, resume_log)
+    resume_code, _ = await spawn_forked(command, resume_log, timeout_s=timeout_s)
     views = await read_views(settings, [r for r, _ in targets])
     performed = await performed_effects(url)
     outcomes = []
     for k in killed:
         report = verify(k.ref, {r: views.get(r) for r in k.plan.run_ids}, performed)
-        if resume_code != 0:
+        if resume_code == TIMED_OUT:
+            report.mismatches.append(f"the resuming worker did not exit within {timeout_s} s")
+        elif resume_code != 0:
             report.mismatches.append(f"the resuming worker exited with {resume_code}")
         outcome = judge(
             k.plan, report, hit=k.hit, of=k.of, exit_code=k.exit_code, killed_code=-signal.SIGKILL
@@ -148,7 +169,9 @@ async def run_soak(
     async with provider_url(soak, options.provider_url, stamp) as url:
         size = max(options.batch, 1)
         for number, first in enumerate(range(0, len(plans), size)):
-            report.outcomes += await _batch(soak, plans[first : first + size], url, logs, number)
+            batch = plans[first : first + size]
+            timeout_s = options.worker_timeout_s
+            report.outcomes += await _batch(soak, batch, url, logs, number, timeout_s=timeout_s)
             if progress is not None:
                 progress(len(report.outcomes), len(plans), len(report.failures()))
     report.details["elapsed_s"] = round(time.monotonic() - started, 1)
