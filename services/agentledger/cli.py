@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from agentledger.errors import AgentLedgerError
+from agentledger.logdefaults import CurrentStderr
 from agentledger.settings import unknown_variables
 from agentledger.telemetry.otel_setup import TracingSettings, configure_tracing
 
@@ -50,7 +51,7 @@ def configure_logging(
     level: str = "INFO", fmt: str = "console", stream: TextIO | None = None
 ) -> None:
     """Structured logs on stderr (stdout is kept for output meant to be parsed or eval'ed)."""
-    out = stream if stream is not None else sys.stderr
+    out: TextIO = stream if stream is not None else CurrentStderr()  # type: ignore[assignment]
     numeric = logging.getLevelNamesMapping()[level.upper()]
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()

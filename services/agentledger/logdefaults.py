@@ -1,4 +1,4 @@
-"""Where the SDK's logs go when the program configured nothing: stderr, never stdout."""
+"""Where logs go when nothing else was said: the current stderr, never stdout."""
 
 from __future__ import annotations
 
@@ -8,13 +8,29 @@ from typing import Any
 import structlog
 
 
+class CurrentStderr:
+    """A stream that writes to whatever ``sys.stderr`` is at the time of each write.
+
+    A logger configured once keeps working after ``sys.stderr`` is replaced (a test's capture,
+    a daemon redirecting it), instead of writing to a stream that was closed since.
+    """
+
+    def write(self, text: str) -> int:
+        """Write ``text`` to the current stderr."""
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        """Flush the current stderr."""
+        sys.stderr.flush()
+
+
 class StderrLoggerFactory:
-    """structlog PrintLoggers on the current ``sys.stderr`` (looked up per logger, not once)."""
+    """structlog PrintLoggers on the current ``sys.stderr`` (looked up at every write)."""
 
     def __call__(self, *args: Any) -> structlog.PrintLogger:
-        """A logger printing to ``sys.stderr``."""
+        """A logger printing to the current stderr."""
         del args
-        return structlog.PrintLogger(file=sys.stderr)
+        return structlog.PrintLogger(file=CurrentStderr())  # type: ignore[arg-type]
 
 
 def logs_on_stderr_by_default() -> None:
