@@ -30,7 +30,9 @@ from tests.integration.browser_support import TOKEN, browser, sign_in
 pytestmark = pytest.mark.integration
 __all__ = ["browser"]
 WAIT_S = 90.0
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "console.png"
+# Under the (git-ignored) state dir: a test run never dirties the work tree. docs/console.png,
+# the README's, is a copy of one.
+SCREENSHOT = Path(__file__).resolve().parents[2] / ".agentledger" / "console.png"
 SCRIPT = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 
 

@@ -116,12 +116,14 @@ class Console:
 
     async def _runs(self, request: web.Request) -> web.StreamResponse:
         f = RunFilter.from_query(dict(request.query))
+        live_url = await self._live_url(None)
         rows = await self.reads.runs(f)
         return self._page(request, "runs.html", rows=rows, f=f, statuses=STATUSES,
-                          live_url="/live")  # fmt: skip
+                          live_url=live_url)  # fmt: skip
 
     async def _run(self, request: web.Request) -> web.StreamResponse:
         run_id = request.match_info["run_id"]
+        live_url = await self._live_url(run_id)
         found = await self.reads.run(run_id)
         if found is None:
             return self._page(request, "message.html", status=404, heading="No such run",
@@ -134,12 +136,24 @@ class Console:
             request, "run.html", d=detail, steps=sorted(view.steps.values(), key=lambda s: s.step),
             effects_by_step=by_step, open_states=OPEN_EFFECT_STATES,
             forks=await self.reads.forks(run_id),
-            live_url="/live?" + urlencode({"run_id": run_id}),
+            live_url=live_url,
         )  # fmt: skip
 
     async def _alerts(self, request: web.Request) -> web.StreamResponse:
+        live_url = await self._live_url(None)
         return self._page(request, "alerts.html", alerts=await self.reads.alerts(),
-                          live_url="/live")  # fmt: skip
+                          live_url=live_url)  # fmt: skip
+
+    async def _live_url(self, run_id: str | None) -> str:
+        """The page's change stream, from the fingerprint of what it is about to show.
+
+        The mark is taken before the page reads its data, so a change that lands while the page
+        renders or before its stream connects still reloads it (at worst once too often).
+        """
+        query = {"since": await self.reads.fingerprint(run_id)}
+        if run_id is not None:
+            query["run_id"] = run_id
+        return "/live?" + urlencode(query)
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
         intents, runs = await self.reads.counts()
@@ -154,12 +168,13 @@ class Console:
         return web.Response(body=static_file(name), content_type=_STATIC[name])
 
     async def _live(self, request: web.Request) -> web.StreamResponse:
-        """Server-sent events: the page's fingerprint now, then again whenever it changes."""
+        """Server-sent events: the page's fingerprint whenever it differs from ``since`` (the
+        fingerprint the page was rendered from) or from the one sent last."""
         run_id = request.query.get("run_id") or None
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})  # fmt: skip
         await response.prepare(request)
-        last = None
+        last = request.query.get("since") or None
         async for mark in self._marks(run_id):
             if mark != last:
                 await response.write(f"data: {mark}\n\n".encode())

@@ -1,11 +1,8 @@
-// Live updates: the page listens to the server's change events and reloads when what it shows changed.
+// Live updates: the server sends the page's fingerprint when it differs from the one the page was
+// rendered from (the stream's since=), so any message means what the page shows has changed.
 (function () {
   var url = document.body.getAttribute("data-live");
   if (!url || !window.EventSource) { return; }
-  var first = null;
   var source = new EventSource(url);
-  source.onmessage = function (event) {
-    if (first === null) { first = event.data; return; }
-    if (event.data !== first) { source.close(); window.location.reload(); }
-  };
+  source.onmessage = function () { source.close(); window.location.reload(); };
 })();
