@@ -149,9 +149,16 @@ async def _list(args: argparse.Namespace) -> int:
                 view = await lookup.views.load(run_id)
                 if view is not None:
                     rows.append(run_summary(view, await lookup.leases.current(run_id)))
+        # "no runs" would be a lie when no projector ever wrote views under this prefix.
+        unindexed = not rows and await lookup.views.live_namespace() is None
     rows.sort(key=lambda r: r["updated_at"], reverse=True)
     if args.json:
         _print(rows)
+    elif unindexed:
+        _print_text(
+            f"no projector has indexed key prefix {settings.key_prefix!r}: runs may exist in "
+            "Kafka (start `agentledger projector`, or run `agentledger views rebuild`)"
+        )
     else:
         _print_text(render_list(rows))
     return 0
