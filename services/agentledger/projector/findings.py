@@ -16,6 +16,7 @@ from agentledger.alerts.codes import (
     RUN_EVENT_AFTER_FINISH,
     RUN_SEQ_DIVERGENT,
     VIEWS_WIPED,
+    AlertCode,
 )
 from agentledger.events.models import Alert, DeadLettered, RunEvent, now_ms
 from agentledger.projector.ports import Record
@@ -28,111 +29,93 @@ def _detail(**values: object) -> str:
     return json.dumps(values, separators=(",", ":"), sort_keys=True)
 
 
-def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
-    """A zombie writer's event was rejected: name the run, the stale worker and both fences."""
+def _event_alert(
+    code: AlertCode,
+    event: RunEvent,
+    record: Record | None,
+    summary: str,
+    *,
+    action: str | None = None,
+    **detail: object,
+) -> Alert:
+    """An alert about one event the projector did not apply (its id derived from the event's)."""
     return Alert(
-        alert_id=f"{FENCE_STALE.code}:{event.event_id}",
-        code=FENCE_STALE.code,
-        severity="critical",
+        alert_id=f"{code.code}:{event.event_id}",
+        code=code.code,
+        severity=code.severity,
         source=SOURCE,
         run_id=event.run_id,
         worker_id=event.worker_id,
-        summary=(
-            f"run {event.run_id}: worker {event.worker_id} wrote seq {event.seq} with stale "
-            f"fence {event.fence}; fence {view.fence} (worker {view.worker_id}) owns the run "
-            f"since seq {view.fence_since_seq}. The event was not applied."
-        ),
-        action=f"stop worker {event.worker_id}: its lease on the run is gone",
+        summary=summary,
+        action=code.action if action is None else action,
         detail_json=_detail(
             event_id=event.event_id,
             event_type=type(event).__name__,
             seq=event.seq,
-            stale_fence=event.fence,
-            current_fence=view.fence,
-            current_worker=view.worker_id,
+            **detail,
             **_where(record),
         ),
+    )
+
+
+def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+    """A zombie writer's event was rejected: name the run, the stale worker and both fences."""
+    return _event_alert(
+        FENCE_STALE,
+        event,
+        record,
+        f"run {event.run_id}: worker {event.worker_id} wrote seq {event.seq} with stale "
+        f"fence {event.fence}; fence {view.fence} (worker {view.worker_id}) owns the run "
+        f"since seq {view.fence_since_seq}. The event was not applied.",
+        action=f"stop worker {event.worker_id}: its lease on the run is gone",
+        stale_fence=event.fence,
+        current_fence=view.fence,
+        current_worker=view.worker_id,
     )
 
 
 def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
     """A newer fence wrote a seq that an older fence had already written (a takeover race)."""
-    return Alert(
-        alert_id=f"{FENCE_CONFLICT.code}:{event.event_id}",
-        code=FENCE_CONFLICT.code,
-        severity="critical",
-        source=SOURCE,
-        run_id=event.run_id,
-        worker_id=event.worker_id,
-        summary=(
-            f"run {event.run_id}: worker {event.worker_id} (fence {event.fence}) wrote seq "
-            f"{event.seq}, already written under fence {view.fence} by {view.worker_id}. "
-            "The event was not applied."
-        ),
+    return _event_alert(
+        FENCE_CONFLICT,
+        event,
+        record,
+        f"run {event.run_id}: worker {event.worker_id} (fence {event.fence}) wrote seq "
+        f"{event.seq}, already written under fence {view.fence} by {view.worker_id}. "
+        "The event was not applied.",
         action="the new writer must re-read the run and continue after its last applied seq",
-        detail_json=_detail(
-            event_id=event.event_id,
-            seq=event.seq,
-            fence=event.fence,
-            view_fence=view.fence,
-            applied_seq=view.applied_seq,
-            **_where(record),
-        ),
+        fence=event.fence,
+        view_fence=view.fence,
+        applied_seq=view.applied_seq,
     )
 
 
 def divergent_seq_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
     """A second, different event claims a seq already applied under the same fence."""
-    code = RUN_SEQ_DIVERGENT
-    return Alert(
-        alert_id=f"{code.code}:{event.event_id}",
-        code=code.code,
-        severity=code.severity,
-        source=SOURCE,
-        run_id=event.run_id,
-        worker_id=event.worker_id,
-        summary=(
-            f"run {event.run_id}: a {type(event).__name__} at seq {event.seq} (fence "
-            f"{event.fence}, worker {event.worker_id}) differs from the event applied at that "
-            "seq. It was not applied."
-        ),
-        action=code.action,
-        detail_json=_detail(
-            event_id=event.event_id,
-            event_type=type(event).__name__,
-            seq=event.seq,
-            fence=event.fence,
-            applied_digest=view.recent_digests.get(event.seq),
-            **_where(record),
-        ),
+    return _event_alert(
+        RUN_SEQ_DIVERGENT,
+        event,
+        record,
+        f"run {event.run_id}: a {type(event).__name__} at seq {event.seq} (fence "
+        f"{event.fence}, worker {event.worker_id}) differs from the event applied at that "
+        "seq. It was not applied.",
+        fence=event.fence,
+        applied_digest=view.recent_digests.get(event.seq),
     )
 
 
 def closed_run_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
     """An event written to a finished run that a finished run does not take."""
-    code = RUN_EVENT_AFTER_FINISH
-    return Alert(
-        alert_id=f"{code.code}:{event.event_id}",
-        code=code.code,
-        severity=code.severity,
-        source=SOURCE,
-        run_id=event.run_id,
-        worker_id=event.worker_id,
-        summary=(
-            f"run {event.run_id} finished ({view.status}) but worker {event.worker_id} wrote a "
-            f"{type(event).__name__} at seq {event.seq} (fence {event.fence}). It was not "
-            "applied."
-        ),
-        action=code.action,
-        detail_json=_detail(
-            event_id=event.event_id,
-            event_type=type(event).__name__,
-            seq=event.seq,
-            fence=event.fence,
-            status=view.status,
-            applied_seq=view.applied_seq,
-            **_where(record),
-        ),
+    return _event_alert(
+        RUN_EVENT_AFTER_FINISH,
+        event,
+        record,
+        f"run {event.run_id} finished ({view.status}) but worker {event.worker_id} wrote a "
+        f"{type(event).__name__} at seq {event.seq} (fence {event.fence}). It was not "
+        "applied.",
+        fence=event.fence,
+        status=view.status,
+        applied_seq=view.applied_seq,
     )
 
 
