@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from hypothesis import settings as hypothesis_settings
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from redis.asyncio import Redis
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_specs
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.stack import LocalStack, StackPaths, ensure_jars
 from agentledger.stack.local import Component
 
@@ -57,20 +56,8 @@ class StackUnderTest:
         return self.local
 
 
-class IsolatedSettings(CommonSettings):
+class IsolatedSettings(ArgumentsOnly, CommonSettings):
     """CommonSettings built only from explicit values: the environment cannot leak into tests."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -10,30 +10,17 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from agentledger._core.killswitch import KillSwitch
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.integrations.langgraph import AgentLedgerSaver, SaverSettings
 from agentledger.leasing import MemoryLeaseStore
 from agentledger.providers.protocol import Provider
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 
 
-class IsolatedSaverSettings(SaverSettings):
+class IsolatedSaverSettings(ArgumentsOnly, SaverSettings):
     """SaverSettings from explicit values only: the environment cannot leak into tests."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
 
 
 def saver_settings(base: CommonSettings | None = None, **overrides: Any) -> SaverSettings:

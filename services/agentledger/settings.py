@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agentledger.redaction import redacted_url
 
@@ -189,3 +189,20 @@ def unknown_variables(environ: Mapping[str, str]) -> str | None:
         close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
         parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
     return f"unknown setting {', '.join(parts)}: no agentledger setting has this name"
+
+
+class ArgumentsOnly:
+    """Mixin for a settings class built from its constructor's arguments only, never from the
+    environment (test instances on another test's endpoints; put it first among the bases)."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Use the constructor's arguments only."""
+        return (init_settings,)

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.demo.agent import expected_effects
@@ -33,7 +32,7 @@ from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.reconciler.app import open_reconciler, serve
 from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views import RunView
 from agentledger.views.redis_store import RedisViewStore
 from tests.integration.fleet_support import finished
@@ -46,20 +45,8 @@ AGENT = "agentledger.fleet.examples:refund"
 THINK_S = 5.0  # the model call of each run: long enough to catch runs mid-flight
 
 
-class _Reconciler(ReconcilerSettings):
+class _Reconciler(ArgumentsOnly, ReconcilerSettings):
     """ReconcilerSettings from explicit values only."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -4,40 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
-
 from agentledger.reconciler.settings import ReconcilerSettings
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 
 from .settings import ConsoleSettings
 
 
-class _InitOnlyConsoleSettings(ConsoleSettings):
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
+class _InitOnlyConsoleSettings(ArgumentsOnly, ConsoleSettings):
+    """Built from the constructor's arguments only."""
 
 
-class _InitOnlyReconcilerSettings(ReconcilerSettings):
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
+class _InitOnlyReconcilerSettings(ArgumentsOnly, ReconcilerSettings):
+    """Built from the constructor's arguments only."""
 
 
 def _common(settings: CommonSettings) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from agentledger.errors import ConfigurationError
 from agentledger.events.codec import EventCodec
@@ -24,27 +23,15 @@ from agentledger.events.topics import topic_names
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.worker import FleetWorker
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views import RunView, fold
 
 T = TypeVar("T")
 _STOP_S = 20.0
 
 
-class _InitOnlyFleetSettings(FleetSettings):
+class _InitOnlyFleetSettings(ArgumentsOnly, FleetSettings):
     """FleetSettings from arguments only: the environment cannot leak into a test."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
 
 
 def fleet_settings(common: CommonSettings, **overrides: Any) -> FleetSettings:

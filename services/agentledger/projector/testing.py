@@ -19,7 +19,6 @@ from typing import Any, Self, TypeVar
 import aiohttp
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.codec import EventCodec
@@ -38,7 +37,7 @@ from agentledger.events.models import (
 )
 from agentledger.events.topics import topic_specs
 from agentledger.projector.settings import ProjectorSettings
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views.fold import fold
 from agentledger.views.model import RunView
 
@@ -245,20 +244,8 @@ class ProjectorProcess:
         self._proc = None
 
 
-class _InitOnlySettings(ProjectorSettings):
+class _InitOnlySettings(ArgumentsOnly, ProjectorSettings):
     """ProjectorSettings built from arguments only: the environment cannot leak into a test."""
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return (init_settings,)
 
 
 def projector_settings(common: CommonSettings, **overrides: Any) -> ProjectorSettings:
