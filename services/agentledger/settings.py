@@ -58,7 +58,15 @@ class CommonSettings(BaseSettings):
     run_partitions: int = Field(
         default=4, ge=1, le=1024, description="partitions of every run topic (co-partitioned)"
     )
-    replication_factor: int = Field(default=1, ge=1, le=16)
+    replication_factor: int | None = Field(
+        default=None,
+        ge=1,
+        le=16,
+        description=(
+            "replication factor of the topics `topics ensure` creates; unset = min(3, brokers "
+            "in the cluster); min.insync.replicas follows it (2 from 3 replicas, else 1)"
+        ),
+    )
     run_retention_ms: int = Field(
         default=-1, ge=-1, description="steps/acceptance topics; -1 keeps them forever"
     )

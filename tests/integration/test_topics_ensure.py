@@ -52,7 +52,7 @@ async def test_partition_drift_is_reported_not_fixed(ledger_settings: CommonSett
     try:
         async with kafka_admin(settings.kafka_bootstrap) as admin:
             await admin.create_topics(
-                [NewTopic(steps.name, steps.partitions + 1, settings.replication_factor)]
+                [NewTopic(steps.name, steps.partitions + 1, settings.replication_factor or 1)]
             )
         report = await ensure_topics(settings, specs)
         outcome = next(t for t in report.topics if t.name == steps.name)

@@ -12,7 +12,9 @@ from agentledger.bus.admin import (
     TopicState,
     check_specs,
     compare,
+    default_replication,
     expected_configs,
+    min_insync_replicas,
 )
 from agentledger.errors import ConfigurationError
 from agentledger.events.topics import TopicSpec
@@ -23,7 +25,12 @@ SPEC = TopicSpec(
 
 
 def _observed(partitions: int = 4, rf: int = 1, **configs: str) -> ObservedTopic:
-    base = {"retention.ms": "1000", "cleanup.policy": "delete", "segment.bytes": "1"}
+    base = {
+        "retention.ms": "1000",
+        "cleanup.policy": "delete",
+        "min.insync.replicas": "1",
+        "segment.bytes": "1",
+    }
     base.update({k.replace("_", "."): v for k, v in configs.items()})
     return ObservedTopic("p.runs.steps", partitions, rf, base)
 
@@ -39,18 +46,34 @@ def test_partition_count_drift_is_reported() -> None:
 
 
 def test_replication_and_config_drift_are_reported() -> None:
-    """Replication factor, retention.ms and cleanup.policy differences are each reported."""
+    """Replication factor, min ISR, retention.ms and cleanup.policy differences are reported."""
     drift = compare(SPEC, 3, _observed(retention_ms="5", cleanup_policy="compact"))
     assert set(drift) == {
         Drift("replication_factor", "3", "1"),
+        Drift("min.insync.replicas", "2", "1"),
         Drift("retention.ms", "1000", "5"),
         Drift("cleanup.policy", "delete", "compact"),
     }
 
 
 def test_expected_configs_come_from_the_spec() -> None:
-    """Each topic is created with its spec's retention.ms and cleanup.policy."""
-    assert expected_configs(SPEC) == {"retention.ms": "1000", "cleanup.policy": "delete"}
+    """Each topic is created with its spec's retention.ms and cleanup.policy, min ISR 1 on RF 1."""
+    assert expected_configs(SPEC, 1) == {
+        "retention.ms": "1000",
+        "cleanup.policy": "delete",
+        "min.insync.replicas": "1",
+    }
+
+
+def test_three_replicas_need_two_in_sync() -> None:
+    """From replication factor 3 on, a write must be on two replicas (one broker may die)."""
+    assert [min_insync_replicas(rf) for rf in (1, 2, 3, 5)] == [1, 1, 2, 2]
+    assert expected_configs(SPEC, 3)["min.insync.replicas"] == "2"
+
+
+def test_unset_replication_follows_the_cluster() -> None:
+    """Without a setting the replication factor is min(3, brokers): 1 on one node, 3 on three+."""
+    assert [default_replication(n) for n in (0, 1, 2, 3, 5)] == [1, 1, 2, 3, 3]
 
 
 def test_run_topics_with_different_partition_counts_are_refused() -> None:

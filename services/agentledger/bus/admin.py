@@ -100,9 +100,31 @@ class EnsureReport:
         return out
 
 
-def expected_configs(spec: TopicSpec) -> dict[str, str]:
+MAX_DEFAULT_REPLICATION = 3
+
+
+def min_insync_replicas(replication_factor: int) -> int:
+    """min.insync.replicas for a replication factor: 2 from 3 replicas on (a write survives the
+    loss of one broker and is on two before it is acknowledged), else 1."""
+    return 2 if replication_factor >= MAX_DEFAULT_REPLICATION else 1
+
+
+def default_replication(brokers: int) -> int:
+    """The replication factor when none is set: min(3, brokers), so 1 on the single-node stack.
+
+    Counted from the live brokers: set AGENTLEDGER_REPLICATION_FACTOR on a cluster where
+    topics may be created while a broker is down.
+    """
+    return max(1, min(MAX_DEFAULT_REPLICATION, brokers))
+
+
+def expected_configs(spec: TopicSpec, replication_factor: int) -> dict[str, str]:
     """The topic-level configs a spec sets explicitly."""
-    return {"retention.ms": str(spec.retention_ms), "cleanup.policy": spec.cleanup_policy}
+    return {
+        "retention.ms": str(spec.retention_ms),
+        "cleanup.policy": spec.cleanup_policy,
+        "min.insync.replicas": str(min_insync_replicas(replication_factor)),
+    }
 
 
 def compare(spec: TopicSpec, replication_factor: int, observed: ObservedTopic) -> tuple[Drift, ...]:
@@ -114,7 +136,7 @@ def compare(spec: TopicSpec, replication_factor: int, observed: ObservedTopic) -
         drift.append(
             Drift("replication_factor", str(replication_factor), str(observed.replication_factor))
         )
-    for key, want in expected_configs(spec).items():
+    for key, want in expected_configs(spec, replication_factor).items():
         have = observed.configs.get(key)
         if have != want:
             drift.append(Drift(key, want, "<unset>" if have is None else have))
@@ -174,7 +196,9 @@ async def _create(admin: AIOKafkaAdminClient, specs: Sequence[TopicSpec], rf: in
     """Create the topics; returns the names this call created (a racing creator is fine)."""
     if not specs:
         return set()
-    new = [NewTopic(s.name, s.partitions, rf, topic_configs=expected_configs(s)) for s in specs]
+    new = [
+        NewTopic(s.name, s.partitions, rf, topic_configs=expected_configs(s, rf)) for s in specs
+    ]
     response = (await admin.create_topics(new, timeout_ms=ADMIN_TIMEOUT_MS)).to_object()
     errors = response["topic_errors"]
     pairs = [(e["topic"], e["error_code"], e.get("error_message")) for e in errors]
@@ -238,8 +262,10 @@ async def ensure_topics(settings: CommonSettings, specs: Sequence[TopicSpec]) ->
     partitions, so drift is reported for a person to decide.
     """
     check_specs(specs)
-    rf = settings.replication_factor
     async with kafka_admin(_bootstrap(settings)) as admin:
+        rf = settings.replication_factor or default_replication(
+            len((await admin.describe_cluster())["brokers"])
+        )
         existing = set(await admin.list_topics())
         created = await _create(admin, [s for s in specs if s.name not in existing], rf)
         if created:
