@@ -183,7 +183,7 @@ async def test_reopening_replays_checkpointed_steps_without_running_them() -> No
             assert again.status == "succeeded"
             assert await again.step("a", never) == 1
             assert await again.step("b", never) == 2
-            assert await again.result() == 2
+            assert again.result == 2
         assert calls == []
 
 
@@ -194,6 +194,20 @@ async def test_finished_run_is_read_only() -> None:
         await run.finish("done")
         with pytest.raises(RunClosedError, match="succeeded"):
             await run.revise_plan(["a", "b"], "more")
+
+
+async def test_status_and_result_are_read_alike_without_awaiting() -> None:
+    """``status`` and ``result`` are both plain properties: running and None before the run
+    finishes, succeeded and the recorded (redacted) result right after, and on a reopen."""
+    async with LedgerEnvironment() as env:
+        async with env.ledger().run(spec(plan=("a",))) as run:
+            assert (run.status, run.result) == ("running", None)
+            await run.step("a", lambda s: const(1))
+            await run.finish({"token": "secret", "n": 1})
+            assert run.status == "succeeded"
+            assert run.result == {"token": "[REDACTED:sensitive_key]", "n": 1}
+        async with env.ledger().run(spec(plan=("a",))) as again:
+            assert (again.status, again.result) == ("succeeded", run.result)
 
 
 async def test_large_results_are_stored_as_verified_references() -> None:
@@ -241,7 +255,7 @@ async def test_input_is_the_recorded_one_on_resume() -> None:
             await run.step("a", lambda s: const(1))
         again = RunSpec(run_id="r1", agent="t", plan=("a", "b"), input={"n": 2})
         async with env.ledger().run(again) as run:
-            assert await run.input() == {"password": "[REDACTED:sensitive_key]", "n": 1}
+            assert run.input == {"password": "[REDACTED:sensitive_key]", "n": 1}
 
 
 async def test_invalid_plan_is_refused_before_anything_is_written() -> None:

@@ -42,6 +42,14 @@ def dumps(value: Any) -> str:
         raise PayloadError(f"value cannot be recorded as JSON: {e}") from e
 
 
+def loads(text: str) -> Any:
+    """The value of recorded inline JSON; PayloadError when it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise PayloadError(f"recorded payload is not JSON: {e}") from e
+
+
 class Payloads:
     """Redacts and encodes payloads; payloads above ``threshold`` bytes go to ``blobs``."""
 
@@ -78,10 +86,7 @@ class Payloads:
             if self.blobs is None or ref_hash is None:
                 raise PayloadError(f"payload stored at {ref_uri} but no blob store is configured")
             text = (await self.blobs.get(BlobRef(ref_uri, ref_hash))).decode()
-        try:
-            return json.loads(text)
-        except ValueError as e:
-            raise PayloadError(f"recorded payload is not JSON: {e}") from e
+        return loads(text)
 
     def text(self, message: str) -> str:
         """A redacted, length-capped message (error texts, reasons, details)."""

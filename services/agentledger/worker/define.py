@@ -340,7 +340,7 @@ class AgentFn(Agent, Generic[P, R]):
                 _RUN.reset(token)
             if run.status == "running":
                 await run.finish(result)
-        return await run.result()
+        return run.result
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Called inside another agent's run: its body, as part of that run."""

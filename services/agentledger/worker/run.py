@@ -10,7 +10,7 @@ from typing import Any
 
 from agentledger._core import budget
 from agentledger._core.keys import check_name
-from agentledger._core.payloads import Encoded
+from agentledger._core.payloads import Encoded, loads
 from agentledger._core.replay import check_step
 from agentledger._core.session import RunSession
 from agentledger._core.spec import Check, EffectResult
@@ -119,6 +119,9 @@ class Run:
     A step already checkpointed returns its recorded result without running; a step whose
     attempt crashed continues that attempt (recorded activities reused, effects never
     repeated); any other step runs a new attempt. Values returned are always the recorded ones.
+
+    Properties (``status``, ``input``, ``result`` …) read what the handle holds and never wait;
+    the methods that write or wait (``step``, ``finish``, ``sync`` …) are coroutines.
     """
 
     def __init__(self, session: RunSession) -> None:
@@ -157,14 +160,15 @@ class Run:
         writer = self._session.writer
         return writer.commits if writer is not None else 0
 
-    async def input(self) -> Any:
+    @property
+    def input(self) -> Any:
         """The run's input as recorded in RunStarted (redacted): what a resumed run must use."""
-        return await self._session.services.payloads.decode(self.view.input_json, None, None)
+        return loads(self.view.input_json)  # RunStarted's input is always inline
 
-    async def result(self) -> Any:
-        """The recorded final result (None until finished)."""
-        view = self._session.view
-        return await self._session.services.payloads.decode(view.result_json, None, None)
+    @property
+    def result(self) -> Any:
+        """The recorded final result once the run succeeded (None before, or if it did not)."""
+        return loads(self.view.result_json)  # RunFinished's result is always inline
 
     async def step(
         self, name: str, body: StepBody, *, accept: Accept | None = None, attempts: int = 1

@@ -86,8 +86,8 @@ async def run_agent(
     )
     async with ledger.run(spec) as run:
         if run.status in FINISHED_STATUSES:
-            return AgentRun(run_id, run.status, await run.result(), sent=0, replayed=0)
-        recorded = await run.input()  # a resumed run goes on with what it was started with
+            return AgentRun(run_id, run.status, run.result, sent=0, replayed=0)
+        recorded = run.input  # a resumed run goes on with what it was started with
         units = RunUnits(run, ledger.services.payloads, price=durability.price)
         token = units.enter()
         try:
