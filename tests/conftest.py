@@ -7,14 +7,16 @@ instead; this module is the only place tests read them.
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+import structlog
 from hypothesis import settings as hypothesis_settings
 from redis.asyncio import Redis
 
@@ -31,6 +33,21 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def logging_restored() -> Iterator[None]:
+    """Whatever a test configured (an in-process CLI call points logging at the test's captured
+    stderr, at its --log-level), the next test gets the process's logging and structlog back."""
+    handlers, level = logging.root.handlers[:], logging.root.level
+    configured, config = structlog.is_configured(), structlog.get_config()
+    yield
+    logging.root.handlers[:] = handlers
+    logging.root.setLevel(level)
+    if configured:
+        structlog.configure(**config)
+    else:
+        structlog.reset_defaults()
 SESSION_STATE_DIR = REPO / ".agentledger"
 
 

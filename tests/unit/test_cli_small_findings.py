@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from agentledger.cli import build_parser, run
 
@@ -29,16 +26,6 @@ def test_an_approval_valid_for_no_time_is_refused(
     assert f"--expires-in {expiry}" in err
 
 
-
-@pytest.fixture(autouse=True)
-def logging_restored() -> Iterator[None]:
-    """The CLI points logging at this test's captured stderr; put the process's back after."""
-    handlers, level = logging.root.handlers[:], logging.root.level
-    config = structlog.get_config()
-    yield
-    logging.root.handlers[:] = handlers
-    logging.root.setLevel(level)
-    structlog.configure(**config)
 
 def test_help_lists_commands_without_suppress_markers() -> None:
     """`agentledger --help` never shows ``==SUPPRESS==`` nor the internal demo-worker command."""

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from pydantic import ValidationError
 
 from agentledger.cli import run
 from agentledger.projector.settings import ProjectorSettings
 
-
-@pytest.fixture(autouse=True)
-def logging_restored() -> Iterator[None]:
-    """The CLI points logging at this test's captured stderr; put the process's back after."""
-    handlers, level = logging.root.handlers[:], logging.root.level
-    config = structlog.get_config()
-    yield
-    logging.root.handlers[:] = handlers
-    logging.root.setLevel(level)
-    structlog.configure(**config)
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     """The single line the CLI wrote on stderr."""
