@@ -12,19 +12,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
 import os
 import re
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TextIO
+from typing import Any
 
-import structlog
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from agentledger.errors import AgentLedgerError
-from agentledger.logdefaults import CurrentStderr
+from agentledger.logdefaults import configure_logging as configure_logging  # noqa: PLC0414  # re-export
 from agentledger.settings import unknown_variables
 from agentledger.telemetry.otel_setup import TracingSettings, configure_tracing
 
@@ -45,32 +43,6 @@ COMMAND_MODULES: tuple[str, ...] = (
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 ENV_PREFIX = "AGENTLEDGER_"
-
-
-def configure_logging(
-    level: str = "INFO", fmt: str = "console", stream: TextIO | None = None
-) -> None:
-    """Structured logs on stderr (stdout is kept for output meant to be parsed or eval'ed)."""
-    out: TextIO = stream if stream is not None else CurrentStderr()  # type: ignore[assignment]
-    numeric = logging.getLevelNamesMapping()[level.upper()]
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=False,
-    )
-    # Third-party libraries (aiokafka, faust) log through the standard library.
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=out, force=True)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,11 @@
-"""Where logs go when nothing else was said: the current stderr, never stdout."""
+"""Where logs go: the current stderr, never stdout (the CLI's configuration, and the default
+when a program said nothing)."""
 
 from __future__ import annotations
 
+import logging
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -41,3 +43,29 @@ def logs_on_stderr_by_default() -> None:
     """
     if not structlog.is_configured():
         structlog.configure(logger_factory=StderrLoggerFactory())
+
+
+def configure_logging(
+    level: str = "INFO", fmt: str = "console", stream: TextIO | None = None
+) -> None:
+    """Structured logs on stderr (stdout is kept for output meant to be parsed or eval'ed)."""
+    out: TextIO = stream if stream is not None else CurrentStderr()  # type: ignore[assignment]
+    numeric = logging.getLevelNamesMapping()[level.upper()]
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    # Third-party libraries (aiokafka, faust) log through the standard library.
+    logging.basicConfig(level=max(numeric, logging.WARNING), stream=out, force=True)

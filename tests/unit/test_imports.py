@@ -1,4 +1,5 @@
-"""The package layering: no import cycle between packages, front ends only meet in the core."""
+"""The package layering: no import cycle between packages; applications meet only in the core
+and the other libraries, or through each other's package ``__init__``."""
 
 from __future__ import annotations
 
@@ -8,10 +9,24 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "agentledger"
 
-# Each depends on the core; none may reach into another's modules (its package's public
-# ``__init__`` is fine, e.g. ``from agentledger.worker import Ledger``).
-FRONT_ENDS = ("worker", "fleet", "reconciler", "integrations", "demo")
-
+# Every package (or top-level module) of agentledger is one of these; a new one must be added.
+# Applications: each its own modules, private to it; another package may import only its
+# package ``__init__`` (``from agentledger.worker import Ledger``), never a module inside it.
+APPLICATIONS = frozenset(
+    {"worker", "fleet", "reconciler", "integrations", "demo", "console", "projector"}
+)
+# Libraries: shared building blocks below the applications (the core among them); their
+# modules are theirs to share, and they import no application.
+LIBRARIES = frozenset(
+    {
+        "_core", "alerts", "bus", "errors", "events", "leases", "leasing", "logdefaults",
+        "providers", "redaction", "redisclient", "settings", "stack", "telemetry", "views",
+    }
+)  # fmt: skip
+# Entry points above everything: the package root re-exports the public surface (pinned by
+# test_public_surface) from wherever it lives; the CLI, ``python -m`` modules and the shipped
+# testing module compose.
+ENTRY_POINTS = frozenset({"agentledger", "cli", "__main__", "testing"})
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
@@ -42,7 +57,10 @@ def _imports() -> dict[str, set[str]]:
 
 
 def _package(module: str) -> str:
+    """The package a module belongs to in the layering (``__main__`` modules are their own)."""
     parts = module.split(".")
+    if parts[-1] == "__main__":
+        return "__main__"  # a `python -m` entry point, wherever it sits
     return parts[1] if len(parts) > 1 else "agentledger"
 
 
@@ -93,23 +111,47 @@ def test_no_import_cycle_between_packages() -> None:
     assert _cycle(_package_graph()) is None
 
 
-def test_front_ends_do_not_import_each_others_modules() -> None:
-    """The SDK, fleet, reconciler, integrations and demo import each other only by package."""
-    crossings = sorted(
+def test_every_package_has_a_place_in_the_layering() -> None:
+    """Each package of agentledger is an application, a library or an entry point, once."""
+    packages = {_package(module) for module in _imports()}
+    assert packages == APPLICATIONS | LIBRARIES | ENTRY_POINTS
+    assert not APPLICATIONS & LIBRARIES
+    assert not (APPLICATIONS | LIBRARIES) & ENTRY_POINTS
+
+
+def _private_crossings(imports: dict[str, set[str]]) -> list[str]:
+    """Imports of a module inside an application from outside it (its ``__init__`` is fine)."""
+    return sorted(
         f"{source} -> {target}"
-        for source, targets in _imports().items()
+        for source, targets in imports.items()
         for target in targets
-        if _package(source) in FRONT_ENDS
-        and _package(target) in FRONT_ENDS
-        and _package(source) != _package(target)
+        if _package(target) in APPLICATIONS
+        and _package(source) not in {_package(target), "agentledger"}
         and target != f"agentledger.{_package(target)}"
     )
-    assert crossings == []
 
 
-def test_core_imports_no_front_end() -> None:
-    """The core is below every front end: it imports none of them, nor the testing helpers."""
-    assert _package_graph()["_core"].isdisjoint({*FRONT_ENDS, "testing"})
+def test_private_crossing_finder_sees_one() -> None:
+    """The rule below reports a console module importing a fleet module (so it can fail)."""
+    found = _private_crossings(
+        {"agentledger.console.reads": {"agentledger.fleet.listing", "agentledger.fleet"}}
+    )
+    assert found == ["agentledger.console.reads -> agentledger.fleet.listing"]
+
+
+def test_no_package_imports_an_applications_modules() -> None:
+    """No package imports a module inside an application other than its own: the console,
+    the SDK, fleet, reconciler, integrations, demo and projector meet through package
+    ``__init__``s and the core."""
+    assert _private_crossings(_imports()) == []
+
+
+def test_libraries_import_no_application() -> None:
+    """The core and the other libraries are below every application: they import none of
+    them, nor the entry points."""
+    graph = _package_graph()
+    reaching = {lib: sorted(graph[lib] & (APPLICATIONS | ENTRY_POINTS)) for lib in LIBRARIES}
+    assert {lib: up for lib, up in reaching.items() if up} == {}
 
 
 def test_views_do_not_import_bus_or_leasing() -> None:

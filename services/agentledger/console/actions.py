@@ -6,10 +6,8 @@ from dataclasses import dataclass
 
 from agentledger.alerts.ack import ack_alert
 from agentledger.events.models import Decision
-from agentledger.fleet.approvals import decide_as_operator
-from agentledger.reconciler.resolve import verdict
-from agentledger.reconciler.settings import ReconcilerSettings
-from agentledger.reconciler.settle import open_settler
+from agentledger.fleet import decide_as_operator
+from agentledger.reconciler import ReconcilerSettings, open_settler, verdict
 
 from .settings import ConsoleSettings
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import signal
 
-from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler import ReconcilerSettings
 from agentledger.stack.resolve import resolve_settings
 
 from .server import serve

@@ -17,8 +17,7 @@ from redis.asyncio import Redis
 from agentledger.alerts.model import AlertRecord
 from agentledger.alerts.redis_store import RedisAlertStore
 from agentledger.events.models import now_ms
-from agentledger.fleet.listing import run_detail, run_summary
-from agentledger.fleet.wiring import RunLookup
+from agentledger.fleet import RunLookup, run_detail, run_summary
 from agentledger.views.keys import STATUSES
 from agentledger.views.model import RunView
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import structlog
 from aiohttp import web
 
-from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler import ReconcilerSettings
 
 from .actions import ConsoleActions
 from .app import Console

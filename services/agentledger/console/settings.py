@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from agentledger.fleet.settings import FleetSettings
+from agentledger.fleet import FleetSettings
 
 
 class ConsoleSettings(FleetSettings):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler import ReconcilerSettings
 from agentledger.settings import ArgumentsOnly, CommonSettings
 
 from .settings import ConsoleSettings

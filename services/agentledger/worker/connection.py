@@ -22,6 +22,7 @@ from agentledger.bus.admin import ensure_topics
 from agentledger.errors import ConfigurationError, RunClosedError
 from agentledger.events.models import FINISHED_STATUSES
 from agentledger.events.topics import topic_specs
+from agentledger.logdefaults import configure_logging
 from agentledger.providers.http import HttpProvider
 from agentledger.providers.protocol import Provider
 from agentledger.providers.sandbox.embedded import EmbeddedSandbox
@@ -78,8 +79,6 @@ async def connect(
     """Open a :class:`Connection`; ``providers`` maps names (``@effect(provider=…)``) to a
     Provider, an ``http(s)://`` URL, or ``"sandbox"``. ``settings`` default to the environment."""
     if not structlog.is_configured():
-        from agentledger.cli import configure_logging  # noqa: PLC0415  # only when unconfigured
-
         configure_logging("WARNING")
     resolved = await resolve_settings(settings or WorkerSettings())
     await ensure_topics(resolved, topic_specs(resolved))

@@ -13,8 +13,9 @@ import sys
 
 from pydantic import ValidationError
 
-from agentledger.cli import EXIT_ERROR, configure_logging, describe_validation_error
+from agentledger.cli import EXIT_ERROR, describe_validation_error
 from agentledger.errors import AgentLedgerError
+from agentledger.logdefaults import configure_logging
 from agentledger.providers.commands import register
 
 
