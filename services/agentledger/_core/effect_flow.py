@@ -79,6 +79,12 @@ class EffectWriter(Protocol):
         """Queue an alert about the run."""
         ...
 
+    def close_alert(
+        self, code: AlertCode, reason: str, *, key: str | None = None, **fields: Any
+    ) -> Alert:
+        """Queue the closed event of the run's alert ``code`` about ``key``."""
+        ...
+
     async def flush(self) -> None:
         """Publish everything queued so far."""
         ...
@@ -307,6 +313,7 @@ class EffectFlow(ABC, Generic[S]):
         writer = self.writer()
         name, provider = self.services.provider(effect.provider or None, run_id=self.session.run_id)
         key = effect.idempotency_key
+        was_unknown = effect.state == "unknown"  # this flow alerted when it became unknown
         answer: LookupResult | ProviderError
         try:
             answer = await provider.lookup(effect.kind, key)
@@ -352,6 +359,14 @@ class EffectFlow(ABC, Generic[S]):
                 idempotency_key=key,
                 finding="NOT_LANDED",
                 detail=f"{name} has no effect under this key: safe to send with the same key",
+            )
+        if was_unknown:
+            writer.close_alert(
+                EFFECT_UNKNOWN,
+                f"settled on resume: {resolution.finding} at {name}",
+                key=key,
+                step=effect.step,
+                effect=effect.effect,
             )
         if self.flush_outcomes:
             await writer.flush()

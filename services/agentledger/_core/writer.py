@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from agentledger.alerts.codes import AlertCode
+from agentledger.alerts.model import closing_alert, run_alert_id
 from agentledger.bus.port import EventLog
 from agentledger.errors import RunClosedError
 from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
@@ -83,7 +84,7 @@ class RunWriter:
         self._check_usable()
         fields.setdefault("action", code.action)
         alert = Alert(
-            alert_id=f"{code.code}:{self.view.run_id}:{key or ''}",
+            alert_id=run_alert_id(code.code, self.view.run_id, key),
             code=code.code,
             severity=severity or code.severity,
             summary=summary,
@@ -92,6 +93,24 @@ class RunWriter:
             idempotency_key=key,
             worker_id=self.worker_id,
             occurred_at=self._clock(),
+            **fields,
+        )
+        self.pending.append(alert)
+        return alert
+
+    def close_alert(
+        self, code: AlertCode, reason: str, *, key: str | None = None, **fields: Any
+    ) -> Alert:
+        """Queue the closed event of this run's alert ``code`` (about ``key``), saying why."""
+        self._check_usable()
+        alert = closing_alert(
+            code.code,
+            run_id=self.view.run_id,
+            key=key,
+            reason=reason,
+            source="worker",
+            at=self._clock(),
+            worker_id=self.worker_id,
             **fields,
         )
         self.pending.append(alert)

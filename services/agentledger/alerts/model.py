@@ -143,3 +143,44 @@ def new_record(condition: AlertCondition, *, source: str, now: int) -> AlertReco
     )
     record.outbox.append(record.event("open", now))
     return record
+
+
+def run_alert_id(code: str, run_id: str, key: str | None) -> str:
+    """The alert id a worker gives its alert ``code`` about a run (and an effect's key).
+
+    Never change it: the closed event that ends such an alert (a resumed worker settling the
+    effect, ``effects resolve``) names the same id.
+    """
+    return f"{code}:{run_id}:{key or ''}"
+
+
+def closing_alert(
+    code: str,
+    *,
+    run_id: str,
+    key: str | None,
+    reason: str,
+    source: str,
+    at: int,
+    step: int | None = None,
+    effect: str | None = None,
+    worker_id: str | None = None,
+) -> Alert:
+    """The closed event of a worker's alert about a run, with why it closed."""
+    registered = ALERT_CODES[code]
+    return Alert(
+        alert_id=run_alert_id(code, run_id, key),
+        code=code,
+        severity=registered.severity,
+        state="closed",
+        source=source,
+        run_id=run_id,
+        step=step,
+        effect=effect,
+        idempotency_key=key,
+        worker_id=worker_id,
+        summary=f"run {run_id}: {registered.title}: closed ({reason})",
+        action=registered.action,
+        detail_json=json.dumps({"closed_because": reason}, sort_keys=True),
+        occurred_at=at,
+    )

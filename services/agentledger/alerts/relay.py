@@ -25,6 +25,8 @@ from agentledger.events.models import Alert, DeadLettered, Event
 _log = structlog.get_logger(__name__)
 #: How long a relay may take to deliver one event before another relay may try it.
 CLAIM_TTL_S = 600
+#: The delivery-ledger name under which an alert event counts as taken into the alert store.
+ADOPTED = "alert-store"
 
 
 class Record(Protocol):
@@ -90,7 +92,9 @@ class AlertRelay:
     async def handle(self, event: Event) -> None:
         """Process one event of the alerts or dead-letter topic (others are ignored)."""
         if isinstance(event, Alert):
-            await self._deliver(canonical(event))  # an old spelling goes out as today's code
+            alert = canonical(event)  # an old spelling goes out as today's code
+            await self._adopt(alert)
+            await self._deliver(alert)
         elif isinstance(event, DeadLettered) and self._book is not None:
             # Counted once per record even when the topic is read again (``--once`` runs).
             if not await self._ledger.claim(
@@ -134,6 +138,17 @@ class AlertRelay:
             if commit is not None:
                 await commit.commit()
         return count
+
+    async def _adopt(self, alert: Alert) -> None:
+        """Bring an alert another service published into the alert store (once per event), so
+        ``alerts list`` and the reconciler's clearing see what ``alerts tail`` shows."""
+        if self._book is None:
+            return
+        if await self._book.store.key_of(alert.alert_id) is None or alert.state == "closed":
+            if not await self._ledger.claim(ADOPTED, alert.event_id, self._claim_ttl_s):
+                return
+            await self._book.store.adopt(alert)
+            await self._ledger.mark(ADOPTED, alert.event_id)
 
     async def _deliver(self, alert: Alert) -> None:
         for sink in self._sinks:

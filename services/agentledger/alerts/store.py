@@ -7,11 +7,12 @@ instances that see the same condition open one alert between them.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from agentledger.alerts.model import AlertRecord
+from agentledger.alerts.model import AlertRecord, condition_key
 from agentledger.events.models import Alert
 
 T = TypeVar("T")
@@ -62,6 +63,66 @@ def ack_transition(by: str, now: int) -> Transition[Alert | None]:
     return step
 
 
+def adopt_transition(alert: Alert, key: str) -> Transition[bool]:
+    """Take in an alert event another service published (a worker, the projector, the fleet).
+
+    An open event opens a record carrying the event's own alert id (nothing to publish: the
+    event is on the topic already) or counts one more sighting; a closed event forgets the
+    open record of that alert id (an acked one stays muted). True when the record changed.
+    """
+
+    def step(existing: AlertRecord | None) -> tuple[AlertRecord | None, bool]:
+        if alert.state == "closed":
+            detail = json.loads(alert.detail_json) if alert.detail_json else None
+            acked = isinstance(detail, dict) and "acked_by" in detail
+            if existing is None or existing.alert_id != alert.alert_id or acked:
+                return existing, False  # an ack's own event: the record stays muted
+            if existing.state == "closed":
+                return existing, False
+            why = detail.get("closed_because", "") if isinstance(detail, dict) else ""
+            closed = existing.model_copy(
+                update={
+                    "state": "closed",
+                    "closed_reason": str(why),
+                    "updated_at": alert.occurred_at,
+                }
+            )
+            return (closed if closed.outbox else None), True
+        if existing is None:
+            return adopted_record(alert, key), True
+        if existing.state == "closed":
+            return existing, False
+        seen = existing.model_copy(
+            update={"count": existing.count + 1, "last_seen_at": alert.occurred_at}
+        )
+        return seen, True
+
+    return step
+
+
+def adopted_record(alert: Alert, key: str) -> AlertRecord:
+    """The open record of an alert event published without a record (no outbox)."""
+    return AlertRecord(
+        key=key,
+        alert_id=alert.alert_id,
+        code=alert.code,
+        severity=alert.severity,
+        source=alert.source or "unknown",
+        summary=alert.summary,
+        action=alert.action,
+        run_id=alert.run_id,
+        step=alert.step,
+        effect=alert.effect,
+        idempotency_key=alert.idempotency_key,
+        worker_id=alert.worker_id,
+        detail_json=alert.detail_json if alert.detail_json != "null" else "{}",
+        count=alert.count,
+        opened_at=alert.occurred_at,
+        last_seen_at=alert.occurred_at,
+        updated_at=alert.occurred_at,
+    )
+
+
 def published_transition(event_ids: Collection[str]) -> Transition[None]:
     """Drop published events from the outbox; forget a closed record with nothing left to send."""
 
@@ -85,6 +146,17 @@ def act_transition(now: int, due: Callable[[AlertRecord], bool]) -> Transition[b
         return existing.model_copy(update={"acted_at": now}), True
 
     return step
+
+
+def adopted_key(alert: Alert) -> str:
+    """The condition key of an alert event a service published on its own.
+
+    About a run, it is the key the reconciler and ``effects resolve`` use for the same finding
+    (code, run, idempotency key: never the writer), so they close it; otherwise the alert id.
+    """
+    if alert.run_id is not None:
+        return condition_key(alert.code, run_id=alert.run_id, idempotency_key=alert.idempotency_key)
+    return condition_key(alert.code, scope=alert.alert_id)
 
 
 class AlertStore(ABC):
@@ -120,6 +192,10 @@ class AlertStore(ABC):
         if key is None:
             return None
         return await self.update(key, ack_transition(by, now))
+
+    async def adopt(self, alert: Alert) -> bool:
+        """Take in an alert event published without a record; True when a record changed."""
+        return await self.update(adopted_key(alert), adopt_transition(alert, adopted_key(alert)))
 
     async def published(self, key: str, event_ids: Collection[str]) -> None:
         """Confirm that events of ``key``'s outbox are on the alerts topic."""

@@ -12,8 +12,14 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentledger.alerts.ack import ack_alert
+from agentledger.alerts.book import AlertBook
+from agentledger.alerts.intake import take_in_alerts
 from agentledger.alerts.model import AlertRecord
-from agentledger.alerts.redis_store import RedisAlertStore, RedisSinkDeadLetter
+from agentledger.alerts.redis_store import (
+    RedisAlertStore,
+    RedisDeliveryLedger,
+    RedisSinkDeadLetter,
+)
 from agentledger.bus.consumer import KafkaEventConsumer
 from agentledger.errors import ConfigurationError, RunError
 from agentledger.events.models import Alert
@@ -105,7 +111,10 @@ async def _alerts_list(args: argparse.Namespace) -> int:
                 ]
                 _out(_table(flat, ["sink", "alert_id", "code", "attempts", "error"]))
             return 0
-        records = await RedisAlertStore(redis, settings.key_prefix).active()
+        store = RedisAlertStore(redis, settings.key_prefix)
+        ledger = RedisDeliveryLedger(redis, settings.key_prefix)
+        await take_in_alerts(settings, AlertBook(store, source="cli"), ledger)
+        records = await store.active()
     finally:
         await redis.aclose()
     rows = [_record_row(r) for r in records]

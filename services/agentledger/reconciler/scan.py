@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 from agentledger.alerts.codes import (
+    APPROVAL_CODES,
     EFFECT_COMPENSATION_FAILED,
     EFFECT_IDENTITY_MISMATCH,
     EFFECT_NOT_COMPENSABLE,
     EFFECT_UNKNOWN,
     FENCE_STALE,
+    LEASE_LOST,
+    PROJECTOR_GAP,
     RUN_BUDGET_OVERRUN,
     RUN_ORPHANED,
     RUN_PAUSE_EXPIRED,
     RUN_UNREADABLE,
+    RUN_VERSION_DRIFT,
 )
 from agentledger.alerts.model import AlertCondition, AlertRecord
 from agentledger.events.models import FINISHED_STATUSES
@@ -129,8 +134,12 @@ def cleared(
     if code in _COMPENSATION_CODES:
         return _effect_cleared(view, record, _NOT_COMPENSATED)
     reason = None
-    if code in (FENCE_STALE.code, RUN_UNREADABLE.code) and view.status in FINISHED_STATUSES:
+    if code in _FINISH_CODES and view.status in FINISHED_STATUSES:
         reason = f"the run finished ({view.status})"
+    elif code in _SUCCESS_CODES and view.status == "succeeded":
+        reason = "the run succeeded"
+    elif code == PROJECTOR_GAP.code:
+        reason = _gap_cleared(view, record)
     elif code in _RUN_CODES:
         held = {c.code for c in alerts_for(view, now, lease, orphan_grace_ms=orphan_grace_ms)}
         if code not in held:
@@ -141,6 +150,10 @@ def cleared(
 _EFFECT_OPEN_CODES = frozenset({EFFECT_UNKNOWN.code, EFFECT_IDENTITY_MISMATCH.code})
 _COMPENSATION_CODES = frozenset({EFFECT_NOT_COMPENSABLE.code, EFFECT_COMPENSATION_FAILED.code})
 _RUN_CODES = frozenset({RUN_PAUSE_EXPIRED.code, RUN_ORPHANED.code, RUN_BUDGET_OVERRUN.code})
+#: Codes whose condition ends with the run (a stale or lost writer, an unreadable log).
+_FINISH_CODES = frozenset({FENCE_STALE.code, RUN_UNREADABLE.code, LEASE_LOST.code})
+#: Codes that stop a run short of its end: a run that succeeded since has got past them.
+_SUCCESS_CODES = frozenset({RUN_VERSION_DRIFT.code, *(c.code for c in APPROVAL_CODES.values())})
 _NOT_COMPENSATED = frozenset({"intended", "succeeded", "failed", "unknown", "landed", "not_landed"})
 
 
@@ -149,6 +162,14 @@ def _effect_cleared(view: RunView, record: AlertRecord, holding: frozenset[str])
     if effect is not None and effect.state in holding:
         return None
     return f"the effect is {effect.state if effect else 'gone'} now"
+
+
+def _gap_cleared(view: RunView, record: AlertRecord) -> str | None:
+    detail = json.loads(record.detail_json)
+    waited = detail.get("applied_seq") if isinstance(detail, dict) else None
+    if isinstance(waited, int) and view.applied_seq > waited:
+        return f"seq {waited + 1} arrived: the view is at seq {view.applied_seq}"
+    return None
 
 
 def compensation_key(idempotency_key: str) -> str:

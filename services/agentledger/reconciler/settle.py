@@ -9,15 +9,17 @@ one transaction. :func:`open_settler` wires it to Kafka and Redis from settings.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
 from agentledger._core.loader import fold_log
 from agentledger.alerts.book import AlertBook
-from agentledger.alerts.redis_store import RedisAlertStore
+from agentledger.alerts.intake import take_in_alerts
+from agentledger.alerts.redis_store import RedisAlertStore, RedisDeliveryLedger
 from agentledger.bus.port import EventLog
 from agentledger.errors import LeaseHeldError, RunError
 from agentledger.events.models import Alert, EffectReconciled, Event, now_ms
@@ -87,7 +89,9 @@ class Settler:
         barrier_s: float,
         partitions: int,
         clock: Callable[[], int] = now_ms,
+        intake: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        self._intake = intake
         self._log_events = log
         self._views = views
         self._leases = leases
@@ -104,6 +108,8 @@ class Settler:
         lease = await self._leases.current(run_id)
         if lease is not None and lease.owner != v.writer:
             raise held_error(run_id, lease, self._clock())
+        if self._intake is not None:  # a worker's alert on the topic is closed under its own id
+            await self._intake()
         claimer = RunClaimer(
             self._log_events,
             self._views,
@@ -158,11 +164,14 @@ async def open_settler(settings: ReconcilerSettings) -> AsyncIterator[Settler]:
             transactional_id=f"{settings.topic_prefix}effects-resolve-{uuid.uuid4().hex}",
         )
         redis, leases, views, log = ports.redis, ports.leases, ports.views, ports.log
+        book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
+        ledger = RedisDeliveryLedger(redis, settings.key_prefix)
         yield Settler(
+            intake=partial(take_in_alerts, settings, book, ledger),
             log=log,
             views=views,
             leases=leases,
-            book=AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli"),
+            book=book,
             ttl_ms=settings.reconciler_lease_ttl_ms,
             barrier_s=settings.reconciler_barrier_timeout_s,
             partitions=settings.run_partitions,

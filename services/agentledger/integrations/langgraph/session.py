@@ -96,6 +96,12 @@ class ThreadSession:
         """Queue an Alert about the thread's run (it rides the next flush)."""
         return self.writer.alert(code, summary, severity=severity, key=key, **fields)
 
+    def close_alert(
+        self, code: AlertCode, reason: str, *, key: str | None = None, **fields: Any
+    ) -> Alert:
+        """Queue the closed event of the thread's run's alert ``code`` about ``key``."""
+        return self.writer.close_alert(code, reason, key=key, **fields)
+
     def append_checkpoint(self, fields: dict[str, Any]) -> int:
         """Queue a CheckpointSaved as the next step; wake writes waiting for it."""
         step = self._next_step
