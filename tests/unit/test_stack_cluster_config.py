@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agentledger.stack.certs import ensure_certificates
 from agentledger.stack.cluster_config import (
     NODE_IDS,
     BrokerPorts,
     ClusterPaths,
     Credentials,
-    TlsFiles,
     broker_properties,
     cluster_format_command,
     security_properties,
@@ -17,7 +17,7 @@ from agentledger.stack.cluster_config import (
 
 PORTS = {n: BrokerPorts(9000 + 10 * n, 9001 + 10 * n, 9002 + 10 * n) for n in NODE_IDS}
 CREDS = Credentials(client_password="c-secret", broker_password="b-secret")
-TLS = TlsFiles(ca=Path("/s/ca.pem"), keystore=Path("/s/node.pem"))
+
 
 
 def test_every_node_votes_and_replicates_three_times() -> None:
@@ -34,15 +34,16 @@ def test_every_node_votes_and_replicates_three_times() -> None:
     assert "127.0.0.1:9020" in str(props["listeners"])
 
 
-def test_a_secured_node_has_no_plaintext_listener() -> None:
+def test_a_secured_node_has_no_plaintext_listener(tmp_path: Path) -> None:
     """With security every listener is SASL_SSL or SSL (controllers need a CA-signed cert)."""
-    props = broker_properties(1, PORTS, Path("/d"), security_properties(TLS, CREDS))
+    certs = ensure_certificates(tmp_path / "certs")
+    props = broker_properties(1, PORTS, Path("/d"), security_properties(certs, CREDS))
     protocols = {
         pair.split(":")[1] for pair in str(props["listener.security.protocol.map"]).split(",")
     }
     assert protocols == {"SASL_SSL", "SSL"}
     assert props["listener.name.controller.ssl.client.auth"] == "required"
-    assert props["ssl.truststore.location"] == "/s/ca.pem"
+    assert props["ssl.truststore.location"] == str(certs.ca_cert)
     assert "b-secret" in str(props["listener.name.internal.scram-sha-512.sasl.jaas.config"])
 
 

@@ -20,6 +20,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from agentledger.errors import StackError
+from agentledger.stack.certs import Certificates, ensure_certificates
 from agentledger.stack.cluster_config import (
     BROKERS,
     CLIENT_USER,
@@ -28,7 +29,6 @@ from agentledger.stack.cluster_config import (
     BrokerPorts,
     ClusterPaths,
     Credentials,
-    TlsFiles,
     broker_properties,
     cluster_broker_command,
     cluster_format_command,
@@ -81,8 +81,11 @@ def _now() -> datetime:
 class ClusterStack:
     """The three-broker Kafka + Redis part under one state directory (see the module doc)."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, secured: bool = True) -> None:
         self.paths = ClusterPaths(state_dir.resolve())
+        # Plaintext only for developing against clients without security settings; a cluster
+        # keeps the mode it was first configured with until `down` and a fresh state dir.
+        self.secured = secured
 
     def load(self) -> ClusterState:
         """cluster.json, or an empty state."""
@@ -93,9 +96,9 @@ class ClusterStack:
 
     # -- what clients need -----------------------------------------------------------------------
 
-    def tls_files(self) -> TlsFiles | None:
-        """The brokers' TLS files, or None while the cluster runs plaintext."""
-        return None
+    def certificates(self) -> Certificates:
+        """The CA and node certificates (made once in the state dir by stack.certs)."""
+        return ensure_certificates(self.paths.certs)
 
     def credentials(self) -> Credentials:
         """The generated passwords (created on first use)."""
@@ -107,14 +110,13 @@ class ClusterStack:
             "AGENTLEDGER_KAFKA_BOOTSTRAP": bootstrap_of(state.kafka),
             "AGENTLEDGER_REPLICATION_FACTOR": str(BROKERS),
         }
-        tls = self.tls_files()
-        if state.secured and tls is not None:
+        if state.secured:
             env |= {
                 "AGENTLEDGER_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
                 "AGENTLEDGER_KAFKA_SASL_MECHANISM": INTER_BROKER_MECHANISM,
                 "AGENTLEDGER_KAFKA_SASL_USERNAME": CLIENT_USER,
                 "AGENTLEDGER_KAFKA_SASL_PASSWORD": self.credentials().client_password,
-                "AGENTLEDGER_KAFKA_SSL_CAFILE": str(tls.ca),
+                "AGENTLEDGER_KAFKA_SSL_CAFILE": str(self.certificates().ca_cert),
             }
         return env
 
@@ -124,10 +126,9 @@ class ClusterStack:
 
     def client_options(self, state: ClusterState) -> dict[str, Any]:
         """aiokafka keyword arguments that authenticate to this cluster (empty when plaintext)."""
-        tls = self.tls_files()
-        if not state.secured or tls is None:
+        if not state.secured:
             return {}
-        context: ssl.SSLContext = create_ssl_context(cafile=str(tls.ca))
+        context: ssl.SSLContext = create_ssl_context(cafile=str(self.certificates().ca_cert))
         return {
             "security_protocol": "SASL_SSL",
             "ssl_context": context,
@@ -192,9 +193,8 @@ class ClusterStack:
         chosen = free_ports(preferred)
         ports = {node: BrokerPorts(*chosen[3 * i : 3 * i + 3]) for i, node in enumerate(NODE_IDS)}
         cluster_id = state.kafka_cluster_id or self._formatted_id() or new_cluster_id()
-        tls = self.tls_files()
         creds = self.credentials()
-        security = security_properties(tls, creds) if tls is not None else None
+        security = security_properties(self.certificates(), creds) if self.secured else None
         self.paths.root.mkdir(parents=True, exist_ok=True)
         self.paths.log4j.write_text(render_log4j2("INFO"))
         self.paths.tool_log4j.write_text(render_log4j2("WARN"))

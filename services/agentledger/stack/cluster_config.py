@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentledger.stack.certs import Certificates, kafka_ssl_properties
 from agentledger.stack.config import (
     KAFKA_MAIN,
     STORAGE_TOOL_MAIN,
@@ -35,15 +36,6 @@ class BrokerPorts:
     client: int
     internal: int
     controller: int
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """The PEM files a broker serves TLS with (sec14's stack.certs writes them)."""
-
-    ca: Path
-    # One PEM file holding the node's certificate chain and its unencrypted PKCS#8 key.
-    keystore: Path
 
 
 @dataclass(frozen=True)
@@ -126,18 +118,15 @@ def _jaas(module: str, **options: str) -> str:
     return f"org.apache.kafka.common.security.{module} required{pairs};"
 
 
-def security_properties(tls: TlsFiles, creds: Credentials) -> dict[str, str | int]:
+def security_properties(certs: Certificates, creds: Credentials) -> dict[str, str | int]:
     """SASL_SSL for clients, SASL_SSL between brokers, mutual TLS towards the controllers."""
     client = CLIENT_LISTENER.lower()
     internal = INTERNAL_LISTENER.lower()
     props: dict[str, str | int] = {
+        **kafka_ssl_properties(certs, client_auth="none"),
         "listener.security.protocol.map": (
             f"{CLIENT_LISTENER}:SASL_SSL,{INTERNAL_LISTENER}:SASL_SSL,{CONTROLLER_LISTENER}:SSL"
         ),
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(tls.keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(tls.ca),
         # Only a node with a certificate of our CA may speak to the controllers.
         f"listener.name.{CONTROLLER_LISTENER.lower()}.ssl.client.auth": "required",
         "sasl.mechanism.inter.broker.protocol": INTER_BROKER_MECHANISM,

@@ -7,7 +7,6 @@ import os
 import shlex
 from collections.abc import Mapping
 from datetime import datetime
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -121,7 +120,3 @@ def bootstrap_of(processes: tuple[ClusterProcess, ...]) -> str:
     """The bootstrap list of every broker's client port."""
     return ",".join(f"127.0.0.1:{p.port}" for p in processes)
 
-
-def ca_path(paths: ClusterPaths) -> Path:
-    """The CA certificate clients trust (written by stack.certs)."""
-    return paths.certs / "ca.pem"
