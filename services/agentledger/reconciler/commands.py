@@ -21,15 +21,23 @@ from agentledger.alerts.redis_store import (
     RedisSinkDeadLetter,
 )
 from agentledger.bus.consumer import KafkaEventConsumer
+from agentledger.bus.reading import RunReader
 from agentledger.errors import ConfigurationError, RunError
+from agentledger.events.codec import EventCodec
 from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
 from agentledger.reconciler.app import drain_alerts, open_reconciler, serve
-from agentledger.reconciler.effects import EFFECT_STATES, effect_rows, find_effect_keys
+from agentledger.reconciler.effects import (
+    EFFECT_STATES,
+    effect_row,
+    effect_rows,
+    find_effect_keys,
+)
 from agentledger.reconciler.resolve import verdict
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.reconciler.settle import open_settler
 from agentledger.stack.resolve import resolve_settings
+from agentledger.views import RunView, fold
 from agentledger.views.redis_store import RedisViewStore
 
 EXIT_NOT_FOUND = 1
@@ -182,12 +190,47 @@ async def _effects_list(args: argparse.Namespace) -> int:
         _redis_url(settings), key_prefix=settings.key_prefix
     ) as views:
         rows = await effect_rows(views, run_id=args.run_id, state=args.state, limit=args.limit)
+        if not rows and args.run_id is not None and await views.load(args.run_id) is None:
+            rows = await _effects_from_log(settings, args.run_id, args.state)
+        # An empty list would be a lie when no projector ever wrote views under this prefix.
+        unindexed = not rows and await views.live_namespace() is None
+    note = (
+        f"no projector has indexed key prefix {settings.key_prefix!r}: effects may exist in "
+        "Kafka (start `agentledger projector`, or run `agentledger views rebuild`; "
+        "`effects list --run RUN` reads one run from the log)"
+    )
     if args.json:
         _out(json.dumps(rows, sort_keys=True))
+        if unindexed:
+            sys.stderr.write(f"agentledger: {note}\n")
+    elif unindexed:
+        _out(note)
     else:
         cols = ["run_id", "step", "effect", "state", "idempotency_key", "external_ref"]
         _out(_table(rows, cols))
     return 0
+
+
+async def _effects_from_log(
+    settings: ReconcilerSettings, run_id: str, state: str | None
+) -> list[dict[str, Any]]:
+    """The effects of a run the views lack, folded from its events in Kafka."""
+    if settings.kafka_bootstrap is None:
+        raise ConfigurationError("no Kafka: set AGENTLEDGER_KAFKA_BOOTSTRAP or start the stack")
+    reader = RunReader(
+        settings.kafka_bootstrap,
+        topic_names(settings).run_topics,
+        EventCodec(),
+        connect_timeout_ms=settings.kafka_connect_timeout_ms,
+        read_timeout_ms=settings.kafka_publish_timeout_ms,
+    )
+    try:
+        events = await reader.read_run(run_id, settings.run_partitions)
+    finally:
+        await reader.stop()
+    view = fold(RunView(run_id=run_id), events).view
+    ordered = sorted(view.effects.values(), key=lambda e: (e.step, e.ordinal))
+    return [effect_row(view, e) for e in ordered if state is None or e.state == state]
 
 
 async def _effects_compensate(args: argparse.Namespace) -> int:
