@@ -31,7 +31,7 @@ def saver_settings(base: CommonSettings | None = None, **overrides: Any) -> Save
     values.update(
         lease_ttl_ms=3_000,
         idle_release_ms=60_000,
-        lease_wait_ms=5_000,
+        lease_wait_s=5.0,
         checkpoint_wait_ms=5_000,
         resume_barrier_s=0.0,
     )

@@ -15,6 +15,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
+from structlog.testing import capture_logs
 
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.errors import ConfigurationError, LeaseHeldError
@@ -123,9 +124,31 @@ async def test_a_thread_held_by_a_live_saver_is_not_written_by_another() -> None
     config = thread_config("held")
     async with ports.saver() as holder:
         await chat_graph(holder).ainvoke(chat_input(1), config)
-        async with ports.saver(lease_wait_ms=200) as intruder:
+        async with ports.saver(lease_wait_s=0.2) as intruder:
             with pytest.raises(LeaseHeldError):
                 await chat_graph(intruder).ainvoke({"target": 2}, config)
+
+
+async def test_a_thread_another_process_holds_is_waited_for_with_one_log_line() -> None:
+    """A write to a thread whose lease another process holds (alive, or dead before its ttl)
+    waits for it as the SDK does (``lease_wait_s``, one lease_wait log line), then goes on."""
+    ports = MemoryPorts()
+    config = thread_config("waited")
+    async with ports.saver() as first:
+        await chat_graph(first).ainvoke(chat_input(1), config)
+    held = await ports.leases.acquire("lg.waited", "dead-process", 60_000, floor=10)
+
+    async def let_go_soon() -> None:
+        await asyncio.sleep(0.05)
+        await ports.leases.release(held)
+
+    async with ports.saver(lease_wait_s=30.0) as second:
+        with capture_logs() as logs:
+            releasing = asyncio.create_task(let_go_soon())
+            state = await chat_graph(second).ainvoke({"target": 2}, config)
+            await releasing
+    assert [e["event"] for e in logs].count("lease_wait") == 1
+    assert len(state["messages"]) > 1
 
 
 async def test_secrets_in_messages_are_masked_before_they_reach_the_log() -> None:

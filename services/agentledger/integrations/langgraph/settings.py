@@ -33,12 +33,6 @@ class SaverSettings(WorkerSettings):
         description="a thread not written for this long is paused and its lease released, so "
         "another process can continue it",
     )
-    lease_wait_ms: int = Field(
-        default=30_000,
-        ge=0,
-        description="how long a write waits for another process's lease on the thread to be "
-        "released or to expire",
-    )
     checkpoint_wait_ms: int = Field(
         default=30_000,
         ge=100,

@@ -176,7 +176,7 @@ class Threads:
         return keeper
 
     async def _acquire(self, run_id: str, *, floor: int) -> Lease:
-        """Take the lease, waiting up to ``lease_wait_ms`` for another holder to let it go."""
+        """Take the lease, waiting up to ``lease_wait_s`` (as the SDK does) for another holder."""
         services = self._services
         return await acquire_waiting(
             services.leases,
@@ -184,7 +184,7 @@ class Threads:
             services.worker_id,
             services.lease_ttl_ms,
             floor=floor,
-            wait_s=self._settings.lease_wait_ms / 1000,
+            wait_s=self._settings.lease_wait_s,
             log=_log,
         )
 
