@@ -57,7 +57,7 @@ class MemoryPorts:
     async def saver(
         self,
         *,
-        providers: Mapping[str, Provider] | None = None,
+        providers: Mapping[str, Provider | str] | None = None,
         kill_switch: KillSwitch | None = None,
         **overrides: Any,
     ) -> AsyncIterator[AgentLedgerSaver]:

@@ -69,3 +69,14 @@ def configure_logging(
     )
     # Third-party libraries (aiokafka, faust) log through the standard library.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=out, force=True)
+
+
+def warnings_on_stderr_by_default() -> None:
+    """For a program that configured no logging: warnings and errors on stderr, nothing else.
+
+    What ``agentledger.connect`` and ``AgentLedgerSaver.from_settings`` do, so the author of a
+    small program sees the lines that need them (a ``lease_wait``, a paused run) and stdout
+    stays theirs. A program that configures structlog keeps its choice.
+    """
+    if not structlog.is_configured():
+        configure_logging("WARNING")

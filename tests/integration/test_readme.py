@@ -18,8 +18,8 @@ from agentledger.settings import CommonSettings
 pytestmark = pytest.mark.integration
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-# Sections whose python blocks are complete programs (the LangGraph block is a fragment).
-PROGRAM_SECTIONS = ("Quickstart", "Writing an agent")
+# The rule: every ```python block of the README is a complete program, and is run here.
+# Anything that is not (shell commands, settings, output) is fenced as something else.
 
 
 def section(title: str) -> str:
@@ -33,6 +33,13 @@ def section(title: str) -> str:
 def python_blocks(text: str) -> list[str]:
     """The ```python blocks of ``text``."""
     return re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+
+
+def program_sections() -> list[str]:
+    """The titles of the README's ``##`` sections that hold a python block, in order."""
+    text = README.read_text(encoding="utf-8")
+    titles = re.findall(r"^## (.+)$", text, re.M)
+    return [title for title in titles if python_blocks(section(title))]
 
 
 async def run_program(
@@ -107,16 +114,44 @@ async def test_quickstart_killed_after_its_effect_prints_the_same_result_and_pay
     assert len(sandbox_effects(state)) == 1
 
 
-@pytest.mark.parametrize("title", PROGRAM_SECTIONS)
-async def test_readme_agent_programs_run_as_written(
+def test_every_agent_section_has_its_program_under_the_rule() -> None:
+    """The sections whose examples are programs are found by the rule (a python fence), so the
+    Quickstart, Writing an agent, LangGraph and Pydantic AI examples are all run below."""
+    assert program_sections() == [
+        "Quickstart",
+        "Writing an agent",
+        "Using agentledger with LangGraph",
+        "Using agentledger with Pydantic AI",
+    ]
+
+
+@pytest.mark.parametrize("title", program_sections())
+async def test_readme_programs_run_as_written_and_again_print_the_same(
     title: str, ledger_settings: CommonSettings, tmp_path: Path
 ) -> None:
-    """Every python block of the README's agent sections runs to exit code 0 and prints."""
+    """Every python block of the README runs to exit code 0 and prints; run again on the same
+    stack and state (its run ids are fixed), it prints the same and performs nothing new."""
     blocks = python_blocks(section(title))
     assert blocks
     for number, program in enumerate(blocks):
         path = tmp_path / f"block{number}.py"
         path.write_text(program, encoding="utf-8")
-        code, out, err = await run_program(path, ledger_settings, tmp_path / f"state{number}")
+        state = tmp_path / f"state{number}"
+        code, out, err = await run_program(path, ledger_settings, state)
         assert code == 0, err[-3000:]
         assert out.strip(), err[-3000:]
+        performed = sandbox_effects_anywhere(state)
+        assert performed, "the program performed no effect at the sandbox"
+        code, again, err = await run_program(path, ledger_settings, state)
+        assert code == 0, err[-3000:]
+        assert again == out
+        assert sandbox_effects_anywhere(state) == performed
+
+
+def sandbox_effects_anywhere(state_dir: Path) -> list[tuple[str, str]]:
+    """(kind, idempotency key) of every effect any embedded sandbox under ``state_dir`` did."""
+    found: list[tuple[str, str]] = []
+    for db in sorted((state_dir / "sandbox").glob("*.db")):
+        with sqlite3.connect(db) as conn:
+            found += list(conn.execute("SELECT kind, idempotency_key FROM effects ORDER BY seq"))
+    return found

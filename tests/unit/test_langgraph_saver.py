@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -18,11 +19,12 @@ from langgraph.types import interrupt
 from structlog.testing import capture_logs
 
 from agentledger.bus.memory import MemoryEventLog
-from agentledger.errors import ConfigurationError, LeaseHeldError
+from agentledger.errors import ConfigurationError, LeaseHeldError, ProviderUnavailableError
 from agentledger.events import CheckpointSaved, RunPaused, RunResumed, RunStarted
 from agentledger.events.models import RunEvent
 from agentledger.integrations.langgraph import AgentLedgerSaver
 from agentledger.leasing import MemoryLeaseStore
+from agentledger.providers import HttpProvider
 from tests.langgraph_support import (
     MemoryPorts,
     chat_graph,
@@ -149,6 +151,30 @@ async def test_a_thread_another_process_holds_is_waited_for_with_one_log_line() 
             await releasing
     assert [e["event"] for e in logs].count("lease_wait") == 1
     assert len(state["messages"]) > 1
+
+
+def test_a_provider_that_is_neither_a_provider_a_url_nor_sandbox_is_refused_at_once() -> None:
+    """``providers={"payments": "paymnets.example"}`` fails when the saver is built, naming the
+    provider and the three forms, as ``agentledger.connect`` does."""
+    with pytest.raises(ConfigurationError, match=r"provider 'payments'.*http\(s\)://.*sandbox"):
+        AgentLedgerSaver(saver_settings(), providers={"payments": "paymnets.example"})
+
+
+async def test_a_sandbox_named_by_string_is_served_for_the_saver_and_stopped_with_it(
+    tmp_path: Path,
+) -> None:
+    """``"sandbox"`` starts a sandbox over ``<state dir>/sandbox/<name>.db`` that the graph's
+    effect tool reaches; it stops with the saver."""
+    ports = MemoryPorts()
+    async with ports.saver(providers={"payments": "sandbox"}, state_dir=tmp_path) as saver:
+        provider = saver.services.providers["payments"]
+        assert isinstance(provider, HttpProvider)
+        found = await provider.lookup("refunds", "no-such-key")
+        assert not found.found
+    assert (tmp_path / "sandbox" / "payments.db").exists()
+    async with HttpProvider(provider.base_url, name="after") as after:
+        with pytest.raises(ProviderUnavailableError):
+            await after.lookup("refunds", "no-such-key")
 
 
 async def test_secrets_in_messages_are_masked_before_they_reach_the_log() -> None:

@@ -12,20 +12,17 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import ParamSpec, TypeVar, cast
 
-import structlog
-
 from agentledger._core.ports import WorkerPorts
 from agentledger._core.settings import WorkerSettings
 from agentledger._core.spec import RunSpec
 from agentledger._core.versions import Policy
 from agentledger.bus.admin import ensure_topics
-from agentledger.errors import ConfigurationError, RunClosedError
+from agentledger.errors import RunClosedError
 from agentledger.events.models import FINISHED_STATUSES
 from agentledger.events.topics import topic_specs
-from agentledger.logdefaults import configure_logging
-from agentledger.providers.http import HttpProvider
+from agentledger.logdefaults import warnings_on_stderr_by_default
+from agentledger.providers.named import check_given, open_providers
 from agentledger.providers.protocol import Provider
-from agentledger.providers.sandbox.embedded import EmbeddedSandbox
 from agentledger.stack.resolve import resolve_settings
 from agentledger.worker.define import AgentFn, input_of
 from agentledger.worker.ledger import Ledger
@@ -33,9 +30,6 @@ from agentledger.worker.run import Run
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-#: The provider value that serves a sandbox in this process.
-SANDBOX = "sandbox"
 
 
 class Connection:
@@ -78,33 +72,14 @@ async def connect(
 ) -> AsyncIterator[Connection]:
     """Open a :class:`Connection`; ``providers`` maps names (``@effect(provider=…)``) to a
     Provider, an ``http(s)://`` URL, or ``"sandbox"``. ``settings`` default to the environment."""
-    if not structlog.is_configured():
-        configure_logging("WARNING")
+    check_given(providers or {})  # a mistyped provider fails before anything starts
+    warnings_on_stderr_by_default()
     resolved = await resolve_settings(settings or WorkerSettings())
     await ensure_topics(resolved, topic_specs(resolved))
     async with AsyncExitStack() as stack:
         ports = await stack.enter_async_context(WorkerPorts(resolved))
-        started: dict[str, Provider] = {}
-        for name, given in (providers or {}).items():
-            started[name] = await stack.enter_async_context(
-                await _provider(stack, name, given, resolved)
-            )
+        started = await open_providers(stack, providers or {}, resolved.state_dir)
         ledger = Ledger.from_settings(
             resolved, log=ports.log, leases=ports.leases, providers=started, views=ports.views
         )
         yield Connection(ledger, resolved)
-
-
-async def _provider(
-    stack: AsyncExitStack, name: str, given: Provider | str, settings: WorkerSettings
-) -> Provider:
-    if isinstance(given, Provider):
-        return given
-    if given == SANDBOX:
-        db = settings.state_dir / "sandbox" / f"{name}.db"
-        sandbox = await stack.enter_async_context(EmbeddedSandbox(db))
-        return HttpProvider(sandbox.url, name=name)
-    if given.startswith(("http://", "https://")):
-        return HttpProvider(given, name=name)
-    msg = f"provider {name!r}: {given!r} is neither a Provider, an http(s):// URL nor 'sandbox'"
-    raise ConfigurationError(msg)

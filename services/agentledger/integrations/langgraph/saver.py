@@ -14,6 +14,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, NoReturn
 
@@ -50,7 +51,9 @@ from agentledger.integrations.langgraph.writing import (
     write_fields,
 )
 from agentledger.leases import LeaseStore
+from agentledger.logdefaults import logs_on_stderr_by_default, warnings_on_stderr_by_default
 from agentledger.providers.hashing import EffectHasher
+from agentledger.providers.named import check_given, open_provider
 from agentledger.providers.protocol import EffectRequest, Provider
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor
 from agentledger.stack.resolve import resolve_settings
@@ -68,7 +71,8 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
 
     Build it with :meth:`from_settings` (it opens Kafka, Redis and the views itself, on the
     local stack unless endpoints are set), or hand it ports directly (tests: the in-memory log
-    and leases). ``providers`` are the effect providers :func:`effect_tool` calls, by name;
+    and leases). ``providers`` are the effect providers :func:`effect_tool` calls, by name: a
+    Provider, an ``http(s)://`` URL or ``"sandbox"``, as for ``agentledger.connect``;
     ``kill_switch`` (chaos tests) defaults to the settings' kill point.
     """
 
@@ -80,17 +84,21 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
         leases: LeaseStore | None = None,
         views: ViewReader | None = None,
         run_index: RunIndex | None = None,
-        providers: Mapping[str, Provider] | None = None,
+        providers: Mapping[str, Provider | str] | None = None,
         serde: SerializerProtocol | None = None,
         redactor: Redactor = DEFAULT_REDACTOR,
         kill_switch: KillSwitch | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        logs_on_stderr_by_default()  # never on the program's stdout
         self._kill = kill_switch or KillSwitch(settings.kill_point, settings.kill_hit)
         self.settings = settings
         self._ports: SaverPorts | None = None
         self._given = (log, leases, views, run_index)
-        self._providers = dict(providers or {})
+        check_given(providers or {})  # a mistyped provider fails before anything starts
+        self._given_providers = dict(providers or {})
+        self._providers: dict[str, Provider] = {}
+        self._owned = AsyncExitStack()  # the providers this saver started from their names
         self.codec = ValueCodec(self.serde, redactor)
         self._payloads = Payloads(
             redactor, hasher=EffectHasher(settings.hash_key.get_secret_value())
@@ -106,17 +114,23 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
         cls,
         settings: SaverSettings,
         *,
-        providers: Mapping[str, Provider] | None = None,
+        providers: Mapping[str, Provider | str] | None = None,
         serde: SerializerProtocol | None = None,
     ) -> AgentLedgerSaver:
         """A saver that opens its own Kafka log, Redis leases, views and run index on
-        ``async with`` (on the local stack when ``settings`` names no endpoints)."""
+        ``async with`` (on the local stack when ``settings`` names no endpoints). Logging
+        that nobody configured is set as ``agentledger.connect`` sets it: warnings on stderr."""
+        warnings_on_stderr_by_default()
         return cls(settings, providers=providers, serde=serde)
 
     # --- lifecycle ------------------------------------------------------------------------
 
     async def __aenter__(self) -> AgentLedgerSaver:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()  # what started before the failure (ports, providers) is closed
+            raise
         return self
 
     async def __aexit__(
@@ -139,6 +153,12 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
             log, leases, views, run_index = ports.log, ports.leases, ports.views, ports.run_index
         self._run_index = run_index or self._run_index
         settings = self.settings
+        for name, given in self._given_providers.items():
+            self._providers[name] = (
+                given
+                if isinstance(given, Provider)  # the caller's: started and stopped by the caller
+                else await open_provider(self._owned, name, given, settings.state_dir)
+            )
         self._services = Services(
             log=log,
             leases=leases,
@@ -168,8 +188,11 @@ class AgentLedgerSaver(BaseCheckpointSaver[str]):
             if self._threads is not None:
                 await self._threads.release_all()
         finally:
-            if self._ports is not None:
-                await self._ports.stop()
+            try:
+                await self._owned.aclose()
+            finally:
+                if self._ports is not None:
+                    await self._ports.stop()
 
     @property
     def threads(self) -> Threads:
