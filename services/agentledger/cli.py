@@ -73,8 +73,11 @@ def describe_validation_error(error: ValidationError) -> str:
     """One line naming each invalid environment variable and what is wrong with it."""
     parts = []
     for item in error.errors():
-        field = str(item["loc"][0]) if item["loc"] else "?"
         reason = str(item["msg"]).removeprefix("Value error, ")
+        if not item["loc"]:  # a check across settings names its variables itself
+            parts.append(reason)
+            continue
+        field = str(item["loc"][0])
         var = f"{ENV_PREFIX}{field.upper()}"
         parts.append(reason if var in reason else f"{var}={item.get('input')!r}: {reason}")
     return "invalid settings: " + "; ".join(parts)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import redis.exceptions
 from redis.asyncio import BlockingConnectionPool, Redis
 
 from agentledger.errors import AgentLedgerError, ConfigurationError, UnreachableError
 from agentledger.redaction import redacted_url
+
+if TYPE_CHECKING:
+    from agentledger.settings import CommonSettings
 
 SOCKET_TIMEOUT_S = 5.0
 DEFAULT_MAX_CONNECTIONS = 64
@@ -62,19 +65,43 @@ def fast_packing(client: Redis) -> Redis:
     return client
 
 
+def redis_options(settings: CommonSettings | None, url: str | None = None) -> dict[str, Any]:
+    """The TLS keyword arguments of every Redis client here (the one place that decides them).
+
+    A ``rediss://`` URL verifies the server's certificate against AGENTLEDGER_REDIS_SSL_CAFILE
+    (or the system's CAs); the ACL user and password travel in the URL. Every
+    ``Redis.from_url``/``Redis(...)``/pool in ``services/`` is built with
+    ``**redis_options(settings, url)`` (a unit test scans for it); ``settings=None`` is the
+    plaintext local stack.
+    """
+    cafile = settings.redis_ssl_cafile if settings is not None else None
+    if cafile is None:
+        return {}
+    if url is not None and not url.startswith("rediss://"):
+        msg = (
+            f"AGENTLEDGER_REDIS_SSL_CAFILE is set but Redis at {redacted_url(url)} is not TLS: "
+            "use a rediss:// AGENTLEDGER_REDIS_URL, or unset AGENTLEDGER_REDIS_SSL_CAFILE"
+        )
+        raise ConfigurationError(msg)
+    return {"ssl_ca_certs": str(cafile), "ssl_cert_reqs": "required"}
+
+
 def pooled_client(
     url: str,
     *,
+    settings: CommonSettings | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     wait_s: float = DEFAULT_POOL_WAIT_S,
 ) -> Redis:
     """A client whose pool makes callers wait up to ``wait_s`` for one of ``max_connections``.
 
     redis-py's default pool raises MaxConnectionsError past its limit instead; closing the
-    client (``aclose``) disconnects this pool too.
+    client (``aclose``) disconnects this pool too. ``settings`` give the TLS options
+    (:func:`redis_options`).
     """
     pool = BlockingConnectionPool.from_url(
         url,
+        **redis_options(settings, url),
         max_connections=max_connections,
         timeout=wait_s,
         socket_connect_timeout=SOCKET_TIMEOUT_S,

@@ -10,8 +10,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from agentledger.redaction import redacted_url
@@ -22,6 +30,11 @@ ENV_PREFIX = "AGENTLEDGER_"
 #: The key of the local stack and of tests. A deployment sets its own (AGENTLEDGER_HASH_KEY):
 #: with a known key, a hash in the log can be tested against guesses of what it hides.
 DEFAULT_HASH_KEY = "agentledger-local-stack"
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class CommonSettings(BaseSettings):
@@ -108,6 +121,36 @@ class CommonSettings(BaseSettings):
         ),
     )
 
+    kafka_security_protocol: SecurityProtocol = Field(
+        default="PLAINTEXT",
+        description="how Kafka clients connect: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    )
+    kafka_sasl_mechanism: SaslMechanism | None = Field(
+        default=None, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_* protocols)"
+    )
+    kafka_sasl_username: str | None = Field(default=None, description="the SASL user")
+    kafka_sasl_password: SecretStr | None = Field(
+        default=None, description="the SASL user's password (never logged)"
+    )
+    kafka_ssl_cafile: Path | None = Field(
+        default=None,
+        description="PEM file of the CA(s) that signed the brokers' certificates (SSL, "
+        "SASL_SSL); unset = the system's trusted CAs",
+    )
+    kafka_ssl_certfile: Path | None = Field(
+        default=None, description="PEM client certificate for mTLS (SSL, SASL_SSL)"
+    )
+    kafka_ssl_keyfile: Path | None = Field(
+        default=None,
+        description="PEM private key of AGENTLEDGER_KAFKA_SSL_CERTFILE (unencrypted); unset = "
+        "the key is in the certificate file",
+    )
+    redis_ssl_cafile: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signed Redis's certificate (rediss:// URLs); "
+        "unset = the system's trusted CAs",
+    )
+
     @field_validator("kafka_bootstrap")
     @classmethod
     def _bootstrap_has_ports(cls, value: str | None) -> str | None:
@@ -136,6 +179,28 @@ class CommonSettings(BaseSettings):
             raise ValueError(msg)
         return value
 
+    @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
+    @classmethod
+    def _known_choice(cls, value: object, info: ValidationInfo) -> object:
+        name = str(info.field_name)
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return "PLAINTEXT" if name == "kafka_security_protocol" else None
+        upper = value.strip().upper()
+        choices = SECURITY_PROTOCOLS if name == "kafka_security_protocol" else SASL_MECHANISMS
+        if upper not in choices:
+            msg = f"{ENV_PREFIX}{name.upper()}={value!r}: use {', '.join(choices)}"
+            raise ValueError(msg)
+        return upper
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> Self:
+        problem = security_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
     @field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -144,6 +209,79 @@ class CommonSettings(BaseSettings):
             msg = f"AGENTLEDGER_LOG_LEVEL={value!r}: use DEBUG, INFO, WARNING or ERROR"
             raise ValueError(msg)
         return upper
+
+
+def security_problem(s: CommonSettings) -> str | None:
+    """One line naming the security setting to fix when they do not fit together, else None.
+
+    Checked when settings are built, so a service refuses to start before any connection. The
+    line never contains the password.
+    """
+    return _sasl_problem(s) or _kafka_tls_problem(s) or _redis_tls_problem(s)
+
+
+_KAFKA = ENV_PREFIX + "KAFKA_"
+
+
+def _sasl_problem(s: CommonSettings) -> str | None:
+    protocol = s.kafka_security_protocol
+    values = (
+        ("SASL_MECHANISM", s.kafka_sasl_mechanism),
+        ("SASL_USERNAME", s.kafka_sasl_username),
+        ("SASL_PASSWORD", s.kafka_sasl_password),
+    )
+    if protocol.startswith("SASL_"):
+        missing = [name for name, value in values if not value]
+        if missing:
+            return (
+                f"{_KAFKA}{missing[0]} is not set: {_KAFKA}SECURITY_PROTOCOL={protocol} needs "
+                f"{_KAFKA}SASL_MECHANISM, {_KAFKA}SASL_USERNAME and {_KAFKA}SASL_PASSWORD"
+            )
+        return None
+    extra = [name for name, value in values if value]
+    if extra:
+        return (
+            f"{_KAFKA}{extra[0]} is set but {_KAFKA}SECURITY_PROTOCOL={protocol} uses no SASL: "
+            f"set {_KAFKA}SECURITY_PROTOCOL=SASL_SSL (or SASL_PLAINTEXT), or unset "
+            f"{_KAFKA}{extra[0]}"
+        )
+    return None
+
+
+def _kafka_tls_problem(s: CommonSettings) -> str | None:
+    protocol = s.kafka_security_protocol
+    files = (
+        ("SSL_CAFILE", s.kafka_ssl_cafile),
+        ("SSL_CERTFILE", s.kafka_ssl_certfile),
+        ("SSL_KEYFILE", s.kafka_ssl_keyfile),
+    )
+    for name, path in files:
+        if path is None:
+            continue
+        if protocol not in ("SSL", "SASL_SSL"):
+            return (
+                f"{_KAFKA}{name} is set but {_KAFKA}SECURITY_PROTOCOL={protocol} uses no TLS: "
+                f"set {_KAFKA}SECURITY_PROTOCOL=SSL or SASL_SSL, or unset {_KAFKA}{name}"
+            )
+        if not path.is_file():
+            return f"{_KAFKA}{name}={str(path)!r}: no such file (give the path of a PEM file)"
+    if s.kafka_ssl_keyfile is not None and s.kafka_ssl_certfile is None:
+        return f"{_KAFKA}SSL_KEYFILE is set without {_KAFKA}SSL_CERTFILE: set the certificate too"
+    return None
+
+
+def _redis_tls_problem(s: CommonSettings) -> str | None:
+    if s.redis_ssl_cafile is None:
+        return None
+    name = f"{ENV_PREFIX}REDIS_SSL_CAFILE"
+    if not s.redis_ssl_cafile.is_file():
+        return f"{name}={str(s.redis_ssl_cafile)!r}: no such file (give the path of a PEM file)"
+    if s.redis_url is not None and not s.redis_url.startswith("rediss://"):
+        return (
+            f"{name} is set but {ENV_PREFIX}REDIS_URL is not TLS: use "
+            f"rediss://USER:PASSWORD@host:port/0, or unset {name}"
+        )
+    return None
 
 
 def _settings_classes() -> list[type[BaseSettings]]:

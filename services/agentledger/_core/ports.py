@@ -37,6 +37,7 @@ class WorkerPorts:
         self.endpoint = endpoint = redacted(settings.redis_url)
         self.redis = pooled_client(
             settings.redis_url,
+            settings=settings,
             max_connections=settings.redis_max_connections,
             wait_s=settings.redis_pool_wait_s,
         )

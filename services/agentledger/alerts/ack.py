@@ -9,6 +9,7 @@ from agentledger.alerts.redis_store import RedisAlertStore
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import Alert
+from agentledger.redisclient import redis_options
 from agentledger.settings import CommonSettings
 
 
@@ -19,7 +20,7 @@ async def ack_alert(settings: CommonSettings, alert_id: str, by: str) -> Alert |
     """
     if settings.redis_url is None:
         raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
-    redis = Redis.from_url(settings.redis_url)
+    redis = Redis.from_url(settings.redis_url, **redis_options(settings, settings.redis_url))
     try:
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
         event = await book.ack(alert_id, by)

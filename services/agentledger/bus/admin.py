@@ -14,8 +14,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, for_code
 
+from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.events.topics import RUN_ROLES, TopicSpec
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 log = structlog.get_logger(__name__)
@@ -170,13 +172,23 @@ def _bootstrap(settings: CommonSettings) -> str:
 
 
 @asynccontextmanager
-async def kafka_admin(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
-    """A started admin client, closed on exit; connection failures become UnreachableError."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=ADMIN_TIMEOUT_MS)
+async def kafka_admin(
+    bootstrap: str, *, settings: CommonSettings | None = None
+) -> AsyncIterator[AIOKafkaAdminClient]:
+    """A started admin client, closed on exit; connection failures become UnreachableError.
+
+    ``settings`` give the security options (:func:`~agentledger.kafkaclient.kafka_options`).
+    """
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=ADMIN_TIMEOUT_MS,
+        **kafka_options(settings),
+    )
     try:
         try:
             await admin.start()
         except (KafkaError, OSError) as e:
+            await raise_if_security(settings, bootstrap)
             raise UnreachableError("Kafka", bootstrap, "is the broker running?") from e
         yield admin
     finally:
@@ -196,9 +208,7 @@ async def _create(admin: AIOKafkaAdminClient, specs: Sequence[TopicSpec], rf: in
     """Create the topics; returns the names this call created (a racing creator is fine)."""
     if not specs:
         return set()
-    new = [
-        NewTopic(s.name, s.partitions, rf, topic_configs=expected_configs(s, rf)) for s in specs
-    ]
+    new = [NewTopic(s.name, s.partitions, rf, topic_configs=expected_configs(s, rf)) for s in specs]
     response = (await admin.create_topics(new, timeout_ms=ADMIN_TIMEOUT_MS)).to_object()
     errors = response["topic_errors"]
     pairs = [(e["topic"], e["error_code"], e.get("error_message")) for e in errors]
@@ -262,7 +272,7 @@ async def ensure_topics(settings: CommonSettings, specs: Sequence[TopicSpec]) ->
     partitions, so drift is reported for a person to decide.
     """
     check_specs(specs)
-    async with kafka_admin(_bootstrap(settings)) as admin:
+    async with kafka_admin(_bootstrap(settings), settings=settings) as admin:
         rf = settings.replication_factor or default_replication(
             len((await admin.describe_cluster())["brokers"])
         )
@@ -291,7 +301,7 @@ async def ensure_topics(settings: CommonSettings, specs: Sequence[TopicSpec]) ->
 
 async def delete_topics(settings: CommonSettings, names: Sequence[str]) -> None:
     """Delete topics (missing ones are ignored); used to clean up after tests."""
-    async with kafka_admin(_bootstrap(settings)) as admin:
+    async with kafka_admin(_bootstrap(settings), settings=settings) as admin:
         existing = set(await admin.list_topics())
         doomed = [n for n in names if n in existing]
         if not doomed:
@@ -310,13 +320,16 @@ async def require_topics(settings: CommonSettings, names: Sequence[str]) -> None
     bootstrap = _bootstrap(settings)
     timeout_s = settings.kafka_connect_timeout_ms / 1000
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=settings.kafka_connect_timeout_ms
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=settings.kafka_connect_timeout_ms,
+        **kafka_options(settings),
     )
     try:
         async with asyncio.timeout(timeout_s):
             await admin.start()
             existing = set(await admin.list_topics())
     except (TimeoutError, KafkaError, OSError) as e:
+        await raise_if_security(settings, bootstrap)
         hint = (
             f"no answer within {settings.kafka_connect_timeout_ms} ms ({type(e).__name__}); is "
             "the broker up and AGENTLEDGER_KAFKA_BOOTSTRAP right?"

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import structlog
 from aiokafka.errors import KafkaError
 
+from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.settings import CommonSettings
 
@@ -33,20 +34,33 @@ def bootstrap_of(settings: CommonSettings) -> str:
     return settings.kafka_bootstrap
 
 
-async def start_client(client: _Client, *, bootstrap: str, timeout_ms: int, role: str) -> None:
+async def start_client(
+    client: _Client,
+    *,
+    bootstrap: str,
+    timeout_ms: int,
+    role: str,
+    settings: CommonSettings | None = None,
+) -> None:
     """Start an aiokafka client within ``timeout_ms`` or raise UnreachableError naming the servers.
 
     aiokafka retries some steps forever (finding the transaction coordinator, the producer id),
     so an unreachable broker would otherwise hang the caller. ``asyncio.timeout``, not
     ``wait_for``: on Python 3.11 ``wait_for`` drops a cancellation that arrives as the start
     completes, and the cancelled service then runs on forever. A start that fails or is
-    cancelled half-way stops the client, so none of its sockets is left open.
+    cancelled half-way stops the client, so none of its sockets is left open. When a security
+    setting is why (``settings``: a refused login, an untrusted certificate, a protocol
+    mismatch), ConfigurationError names it instead (:mod:`agentledger.bus.diagnosis`).
     """
     try:
         async with asyncio.timeout(timeout_ms / 1000):
             await client.start()
     except (TimeoutError, KafkaError, OSError) as e:
         await stop_client(client)
+        try:
+            await raise_if_security(settings, bootstrap)
+        except ConfigurationError as problem:
+            raise problem from None
         hint = (
             f"the {role} did not start within {timeout_ms} ms ({type(e).__name__}: {e}); "
             "is the broker up (agentledger stack status) and AGENTLEDGER_KAFKA_BOOTSTRAP right?"

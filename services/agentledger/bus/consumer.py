@@ -21,6 +21,7 @@ from agentledger.bus.port import Position
 from agentledger.errors import ConfigurationError, DecodeError, UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 FETCH_WAIT_MS = 200
@@ -103,12 +104,14 @@ class KafkaEventConsumer:
             enable_auto_commit=False,
             auto_offset_reset="earliest" if self._from_beginning else "latest",
             client_id=self._client_id,
+            **kafka_options(self._settings),
         )
         await start_client(
             consumer,
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="consumer",
+            settings=self._settings,
         )
         self._consumer = consumer
         if self._until_end:

@@ -42,6 +42,7 @@ from agentledger.errors import (
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event, RunEvent
 from agentledger.events.topics import TopicNames
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 _log = structlog.get_logger(__name__)
@@ -119,6 +120,7 @@ class KafkaEventLog(EventLog):
             self._codec,
             connect_timeout_ms=settings.kafka_connect_timeout_ms,
             read_timeout_ms=settings.kafka_publish_timeout_ms,
+            settings=settings,
         )
         self._producer: AIOKafkaProducer | None = None
         self._pending: list[_Pending] = []
@@ -384,12 +386,14 @@ class KafkaEventLog(EventLog):
             max_request_size=MAX_REQUEST_BYTES,
             max_batch_size=BATCH_BYTES,
             client_id=f"agentledger-{self._transactional_id}",
+            **kafka_options(self._settings),
         )
         await start_client(
             producer,
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="transactional producer",
+            settings=self._settings,
         )
         return producer
 

@@ -16,6 +16,7 @@ from agentledger.errors import PublishError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event
 from agentledger.events.topics import TopicNames
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 
@@ -62,12 +63,14 @@ class KafkaPublisher(EventPublisher):
             acks="all",
             linger_ms=0,
             client_id=self._client_id,
+            **kafka_options(self._settings),
         )
         await start_client(
             producer,
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="publisher",
+            settings=self._settings,
         )
         self._producer = producer
 

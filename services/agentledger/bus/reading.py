@@ -19,6 +19,8 @@ from agentledger.bus.skips import unskipped
 from agentledger.errors import DecodeError, RunLogCorruptError, UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RecordSkipped, RunEvent
+from agentledger.kafkaclient import kafka_options
+from agentledger.settings import CommonSettings
 
 FETCH_WAIT_MS = 100
 # How long the broker may hold a fetch that has nothing to return. aiokafka's default (500 ms)
@@ -47,8 +49,10 @@ class RunReader:
         *,
         connect_timeout_ms: int,
         read_timeout_ms: int,
+        settings: CommonSettings | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = settings
         self._run_topics = run_topics
         self._codec = codec
         self._connect_timeout_ms = connect_timeout_ms
@@ -263,12 +267,14 @@ class RunReader:
             group_id=None,
             client_id="agentledger-run-reader",
             fetch_max_wait_ms=BROKER_FETCH_WAIT_MS,
+            **kafka_options(self._security),
         )
         await start_client(
             consumer,
             bootstrap=self._bootstrap,
             timeout_ms=self._connect_timeout_ms,
             role="run reader",
+            settings=self._security,
         )
         await self._learn_run_topics(consumer)
         return consumer

@@ -36,6 +36,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.topics import TopicNames, topic_specs
 from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
+from agentledger.redisclient import redis_options
 from agentledger.views import RunView, fold
 
 Flush = Literal["all", "namespace", "none"]
@@ -201,7 +202,7 @@ async def flush_redis(settings: WorkerSettings, mode: Flush) -> str:
         return "none"
     if settings.redis_url is None:
         raise ConfigurationError("no redis_url to flush")
-    client = Redis.from_url(settings.redis_url)
+    client = Redis.from_url(settings.redis_url, **redis_options(settings, settings.redis_url))
     try:
         if mode == "all":
             await client.flushall()
@@ -224,6 +225,7 @@ async def read_views(settings: WorkerSettings, ids: Sequence[str]) -> dict[str, 
         EventCodec(),
         connect_timeout_ms=settings.kafka_connect_timeout_ms,
         read_timeout_ms=settings.kafka_publish_timeout_ms,
+        settings=settings,
     )
     views: dict[str, RunView | None] = {}
     try:

@@ -26,6 +26,7 @@ from agentledger.events.models import ResumeRequested, RunRequested
 from agentledger.events.topics import topic_names
 from agentledger.fleet.offsets import OffsetBook, TopicPartition
 from agentledger.fleet.settings import FleetSettings
+from agentledger.kafkaclient import kafka_options
 
 _log = structlog.get_logger(__name__)
 RunRequest = RunRequested | ResumeRequested
@@ -93,11 +94,12 @@ class RequestConsumer:
             auto_offset_reset="earliest",
             session_timeout_ms=s.fleet_session_timeout_ms,
             heartbeat_interval_ms=min(s.fleet_heartbeat_ms, s.fleet_session_timeout_ms // 3),
+            **kafka_options(s),
         )
         consumer.subscribe([self.topic], listener=_Listener(self))
         await start_client(
             consumer, bootstrap=self._bootstrap, timeout_ms=s.kafka_connect_timeout_ms,
-            role="requests consumer",
+            role="requests consumer", settings=s,
         )  # fmt: skip
         self._consumer = consumer
 

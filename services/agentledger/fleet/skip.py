@@ -19,13 +19,19 @@ from agentledger.errors import ConfigurationError, DecodeError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RecordSkipped, RunEvent
 from agentledger.events.topics import topic_names
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 _READ_TIMEOUT_S = 15.0
 
 
 async def read_record(
-    bootstrap: str, topic: str, partition: int, offset: int
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    *,
+    settings: CommonSettings | None = None,
 ) -> ConsumerRecord[bytes, bytes] | None:
     """The committed record at exactly ``offset`` (None: no record there)."""
     consumer = AIOKafkaConsumer(
@@ -34,6 +40,7 @@ async def read_record(
         enable_auto_commit=False,
         isolation_level="read_committed",
         client_id="agentledger-skip-record",
+        **kafka_options(settings),
     )
     await consumer.start()
     try:
@@ -78,7 +85,9 @@ async def skip_record(
     if settings.kafka_bootstrap is None:
         msg = "kafka_bootstrap must be resolved before skipping a record"
         raise ConfigurationError(msg)
-    record = await read_record(settings.kafka_bootstrap, topic, partition, offset)
+    record = await read_record(
+        settings.kafka_bootstrap, topic, partition, offset, settings=settings
+    )
     if record is None:
         msg = f"{topic}:{partition}@{offset} holds no committed record"
         raise ConfigurationError(msg)

@@ -23,6 +23,7 @@ from agentledger.bus.clients import bootstrap_of, start_client, stop_client
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.events.topics import topic_names
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
 POLL_S = 0.05
@@ -130,12 +131,14 @@ class StableBarrier:
             enable_auto_commit=False,
             isolation_level=isolation,
             client_id=f"agentledger-stable-{isolation}",
+            **kafka_options(self._settings),
         )
         await start_client(
             client,
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="offsets client",
+            settings=self._settings,
         )
         return client
 

@@ -23,6 +23,7 @@ from agentledger.events.topics import topic_names
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.worker import FleetWorker
+from agentledger.kafkaclient import kafka_options
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views import RunView, fold
 
@@ -188,6 +189,7 @@ async def read_topics(
         enable_auto_commit=False,
         isolation_level="read_committed",
         auto_offset_reset="earliest",
+        **kafka_options(settings),
     )
     await consumer.start()
     out: list[tuple[TopicPartition, int, Event]] = []

@@ -63,7 +63,9 @@ class RunLookup:
         if settings.redis_url is None or settings.kafka_bootstrap is None:
             raise ConfigurationError("resolve the endpoints before reading runs")
         self._settings = settings
-        self.views = RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix)
+        self.views = RedisViewStore.from_url(
+            settings.redis_url, key_prefix=settings.key_prefix, settings=settings
+        )
         self.leases = RedisLeaseStore.from_settings(settings)
         self._reader = RunReader(
             settings.kafka_bootstrap,
@@ -71,6 +73,7 @@ class RunLookup:
             EventCodec(),
             connect_timeout_ms=settings.kafka_connect_timeout_ms,
             read_timeout_ms=settings.kafka_publish_timeout_ms,
+            settings=settings,
         )
 
     async def __aenter__(self) -> RunLookup:

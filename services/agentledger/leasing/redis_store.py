@@ -17,7 +17,7 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted, redis_failure
+from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted, redis_failure, redis_options
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -76,6 +76,7 @@ class RedisLeaseStore(LeaseStore):
             settings.redis_url,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
+            **redis_options(settings, settings.redis_url),
         )
         return cls(
             client,

@@ -29,6 +29,7 @@ import mode
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 
 from agentledger.errors import ConfigurationError
+from agentledger.kafkaclient import faust_credentials
 from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
 from agentledger.projector.ports import Record
 from agentledger.projector.prometheus import metrics_view
@@ -119,6 +120,7 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         web_host=settings.projector_web_host,
         web_port=settings.projector_web_port,
         worker_redirect_stdouts=False,
+        broker_credentials=faust_credentials(settings),
     )
     channel = app.topic(
         *runtime.run_topics,

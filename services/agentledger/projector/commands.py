@@ -92,11 +92,14 @@ async def _open(
             key_prefix=settings.key_prefix,
             codec=EventCodec(),
             retention_ms=settings.retention,
+            settings=settings,
         )
     )
     reader = await stack.enter_async_context(
         KafkaLogReader(
-            settings.kafka_bootstrap, connect_timeout_ms=settings.kafka_connect_timeout_ms
+            settings.kafka_bootstrap,
+            connect_timeout_ms=settings.kafka_connect_timeout_ms,
+            settings=settings,
         )
     )
     return store, reader
@@ -191,7 +194,9 @@ async def _verify(args: argparse.Namespace) -> int:
 async def _dump(args: argparse.Namespace) -> int:
     settings = await resolve_settings(ProjectorSettings())
     assert settings.redis_url is not None
-    async with RedisViewStore.from_url(settings.redis_url, key_prefix=settings.key_prefix) as store:
+    async with RedisViewStore.from_url(
+        settings.redis_url, key_prefix=settings.key_prefix, settings=settings
+    ) as store:
         namespace = await store.live_namespace()
         stored = (
             (await store.load_runs(namespace, [args.run_id])).get(args.run_id)

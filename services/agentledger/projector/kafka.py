@@ -18,7 +18,9 @@ from aiokafka.errors import KafkaError
 
 from agentledger.bus.clients import start_client, stop_client
 from agentledger.errors import ConfigurationError, UnreachableError
+from agentledger.kafkaclient import kafka_options
 from agentledger.projector.ports import LogReader, Record
+from agentledger.settings import CommonSettings
 from agentledger.views.store import TopicPartition as Tp
 
 _POLL_MS = 50
@@ -34,8 +36,10 @@ class KafkaLogReader(LogReader):
         connect_timeout_ms: int = 10_000,
         stall_timeout_ms: int = 60_000,
         client_id: str = "agentledger-projector-reader",
+        settings: CommonSettings | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._security = settings
         self._connect_timeout_ms = connect_timeout_ms
         self._stall_timeout_s = stall_timeout_ms / 1000
         self._consumer = AIOKafkaConsumer(
@@ -46,6 +50,7 @@ class KafkaLogReader(LogReader):
             auto_offset_reset="earliest",
             client_id=client_id,
             max_partition_fetch_bytes=4 * 1024 * 1024,
+            **kafka_options(settings),
         )
         self._admin: AIOKafkaAdminClient | None = None
         self._use = asyncio.Lock()  # one assignment of the consumer at a time
@@ -58,6 +63,7 @@ class KafkaLogReader(LogReader):
             bootstrap=self._bootstrap,
             timeout_ms=self._connect_timeout_ms,
             role="projector reader",
+            settings=self._security,
         )
         self._started = True
         return self
@@ -78,7 +84,9 @@ class KafkaLogReader(LogReader):
 
     async def _admin_client(self) -> AIOKafkaAdminClient:
         if self._admin is None:
-            admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap)
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self._bootstrap, **kafka_options(self._security)
+            )
             try:
                 await asyncio.wait_for(admin.start(), self._connect_timeout_ms / 1000)
             except (TimeoutError, KafkaError, OSError) as e:

@@ -121,11 +121,17 @@ class ProjectorRuntime:
         codec = EventCodec()
         store = await self._stack.enter_async_context(
             RedisViewStore.from_url(
-                s.redis_url, key_prefix=s.key_prefix, codec=codec, retention_ms=s.retention
+                s.redis_url,
+                key_prefix=s.key_prefix,
+                codec=codec,
+                retention_ms=s.retention,
+                settings=s,
             )
         )
         reader = await self._stack.enter_async_context(
-            KafkaLogReader(s.kafka_bootstrap, connect_timeout_ms=s.kafka_connect_timeout_ms)
+            KafkaLogReader(
+                s.kafka_bootstrap, connect_timeout_ms=s.kafka_connect_timeout_ms, settings=s
+            )
         )
         publisher = await self._stack.enter_async_context(
             KafkaPublisher(s, codec=codec, client_id=f"{s.projector_group}-findings")

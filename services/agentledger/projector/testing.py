@@ -36,7 +36,9 @@ from agentledger.events.models import (
     now_ms,
 )
 from agentledger.events.topics import topic_specs
+from agentledger.kafkaclient import kafka_options
 from agentledger.projector.settings import ProjectorSettings
+from agentledger.redisclient import redis_options
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views.fold import fold
 from agentledger.views.model import RunView
@@ -261,6 +263,7 @@ async def read_events(
     *,
     want: Callable[[list[Event]], bool],
     timeout_s: float = 30.0,
+    settings: CommonSettings | None = None,
 ) -> list[Event]:
     """Decode ``topic`` from the start (read_committed) until ``want(events)`` or the timeout."""
     codec = EventCodec()
@@ -271,6 +274,7 @@ async def read_events(
         auto_offset_reset="earliest",
         isolation_level="read_committed",
         enable_auto_commit=False,
+        **kafka_options(settings),
     )
     await consumer.start()
     found: list[Event] = []
@@ -306,7 +310,7 @@ async def isolated_projector(
         yield settings
     finally:
         await delete_topics(settings, [s.name for s in specs])
-        client = aioredis.Redis.from_url(redis_url)
+        client = aioredis.Redis.from_url(redis_url, **redis_options(settings, redis_url))
         try:
             keys = [k async for k in client.scan_iter(match=f"{tag}:*", count=1000)]
             for i in range(0, len(keys), 1000):

@@ -36,6 +36,7 @@ from agentledger.reconciler.effects import (
 from agentledger.reconciler.resolve import verdict
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.reconciler.settle import open_settler
+from agentledger.redisclient import redis_options
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views import RunView, fold
 from agentledger.views.redis_store import RedisViewStore
@@ -99,7 +100,7 @@ def _record_row(r: AlertRecord) -> dict[str, Any]:
 
 async def _alerts_list(args: argparse.Namespace) -> int:
     settings = await _settings()
-    redis = Redis.from_url(_redis_url(settings))
+    redis = Redis.from_url(_redis_url(settings), **redis_options(settings, settings.redis_url))
     try:
         if args.undelivered:
             entries = await RedisSinkDeadLetter(redis, settings.key_prefix).entries(args.limit)
@@ -187,7 +188,7 @@ async def _alerts_ack(args: argparse.Namespace) -> int:
 async def _effects_list(args: argparse.Namespace) -> int:
     settings = await _settings()
     async with RedisViewStore.from_url(
-        _redis_url(settings), key_prefix=settings.key_prefix
+        _redis_url(settings), key_prefix=settings.key_prefix, settings=settings
     ) as views:
         rows = await effect_rows(views, run_id=args.run_id, state=args.state, limit=args.limit)
         if not rows and args.run_id is not None and await views.load(args.run_id) is None:

@@ -32,7 +32,7 @@ async def open_ports(
     """Open the ports on ``stack`` (closed with it); ``settings`` carry resolved endpoints."""
     if settings.redis_url is None:
         raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
-    redis = pooled_client(settings.redis_url)
+    redis = pooled_client(settings.redis_url, settings=settings)
     stack.push_async_callback(redis.aclose)
     endpoint = redacted(settings.redis_url)
     leases = RedisLeaseStore(redis, key_prefix=settings.key_prefix, endpoint=endpoint)

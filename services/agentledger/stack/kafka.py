@@ -12,6 +12,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from agentledger.errors import StackError
+from agentledger.kafkaclient import kafka_options
+from agentledger.settings import CommonSettings
 from agentledger.stack.config import (
     KafkaPorts,
     StackPaths,
@@ -102,9 +104,16 @@ def start_broker(paths: StackPaths) -> tuple[int, int]:
     return spawn_detached(kafka_command(paths), paths.kafka_log)
 
 
-async def broker_answers(bootstrap: str, limit_s: float = 5.0) -> bool:
-    """Whether the broker answers a metadata request with itself as a live node."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(limit_s * 1000))
+async def broker_answers(
+    bootstrap: str, limit_s: float = 5.0, *, settings: CommonSettings | None = None
+) -> bool:
+    """Whether the broker answers a metadata request with itself as a live node (``settings``:
+    the security options of a secured broker; None is the plaintext local stack)."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=int(limit_s * 1000),
+        **kafka_options(settings),
+    )
     try:
         async with asyncio.timeout(limit_s):
             await admin.start()

@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agentledger.errors import StackError
+from agentledger.redisclient import redis_options
 from agentledger.stack.config import StackPaths, redis_command, render_redis_conf
 from agentledger.stack.ports import accepts
 from agentledger.stack.procs import is_alive, log_tail, spawn_detached
@@ -91,7 +92,7 @@ def start_redis(paths: StackPaths, redis_server: str, port: int) -> tuple[int, i
 
 async def redis_answers(port: int, limit_s: float = 2.0) -> bool:
     """Whether our Redis answers PING."""
-    client = Redis(host="127.0.0.1", port=port, socket_timeout=limit_s)
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=limit_s, **redis_options(None))
     try:
         return bool(await client.ping())
     except (RedisError, OSError):

@@ -20,8 +20,10 @@ from agentledger.redisclient import (
     fast_packing,
     redacted,
     redis_failure,
+    redis_options,
     translated,
 )
+from agentledger.settings import CommonSettings
 from agentledger.views.keys import (
     BORN_FIELD,
     STATUSES,
@@ -94,9 +96,13 @@ class RedisViewStore(ViewStore):
         codec: EventCodec | None = None,
         retention_ms: int | None = None,
         clock: Callable[[], int] = now_ms,
+        settings: CommonSettings | None = None,
     ) -> RedisViewStore:
-        """A store owning a new client for ``url`` (closed by :meth:`close`)."""
-        client = fast_packing(aioredis.Redis.from_url(url, decode_responses=False))
+        """A store owning a new client for ``url`` (closed by :meth:`close`); ``settings`` give
+        the TLS options (:func:`~agentledger.redisclient.redis_options`)."""
+        client = fast_packing(
+            aioredis.Redis.from_url(url, decode_responses=False, **redis_options(settings, url))
+        )
         return cls(
             client,
             key_prefix=key_prefix,
