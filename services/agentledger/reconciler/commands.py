@@ -224,6 +224,7 @@ async def _effects_from_log(
         EventCodec(),
         connect_timeout_ms=settings.kafka_connect_timeout_ms,
         read_timeout_ms=settings.kafka_publish_timeout_ms,
+        settings=settings,
     )
     try:
         events = await reader.read_run(run_id, settings.run_partitions)
