@@ -11,6 +11,7 @@ from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.leasing.run_index import RedisRunIndex
 from agentledger.redisclient import pooled_client, redacted
+from agentledger.tasks import bounded_close
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
 
@@ -79,4 +80,4 @@ class WorkerPorts:
             await self.log.stop()
         finally:
             # The stores borrow the client; closing it disconnects its pool.
-            await self.redis.aclose()
+            await bounded_close(self.redis.aclose(), f"redis client of {self.endpoint}")

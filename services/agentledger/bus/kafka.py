@@ -11,7 +11,6 @@ A commit that failed is never reported as success; after any failure the produce
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -44,6 +43,7 @@ from agentledger.events.models import Event, RunEvent
 from agentledger.events.topics import TopicNames
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
+from agentledger.tasks import stop_task, within
 
 _log = structlog.get_logger(__name__)
 MAX_REQUEST_BYTES = 1_048_576
@@ -172,14 +172,11 @@ class KafkaEventLog(EventLog):
         self._wakeup.set()
         if self._loop_task is not None:
             try:
-                await asyncio.wait_for(
-                    asyncio.shield(self._loop_task),
-                    timeout=self._settings.kafka_publish_timeout_ms / 1000,
+                await within(
+                    asyncio.shield(self._loop_task), self._settings.kafka_publish_timeout_ms / 1000
                 )
             except TimeoutError:
-                self._loop_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._loop_task
+                await stop_task(self._loop_task)
         self._fail(self._pending, PublishError("the event log was stopped before the commit"))
         self._pending.clear()
         if self._producer is not None:
@@ -269,7 +266,7 @@ class KafkaEventLog(EventLog):
             # The fence check runs beside begin + send; the transaction commits only once it has
             # said every claim is live (else it is aborted: read_committed readers never see it).
             checking = asyncio.ensure_future(
-                asyncio.wait_for(stale_claims(self._guard, [p.events for p in live]), timeout)
+                within(stale_claims(self._guard, [p.events for p in live]), timeout)
             )
         try:
             await self._write(live, timeout, checking)
@@ -286,10 +283,8 @@ class KafkaEventLog(EventLog):
         except _CheckFailed as e:
             self._fail(live, PublishError(f"fence check failed, nothing was written: {e.error!r}"))
         finally:
-            if checking is not None and not checking.done():
-                checking.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await checking
+            if checking is not None:
+                await stop_task(checking)
 
     async def _write(
         self,
@@ -301,7 +296,7 @@ class KafkaEventLog(EventLog):
         the fence check does not let it commit; resolves or fails every publish otherwise."""
         stage = ["open"]
         try:
-            await asyncio.wait_for(self._transact(live, stage, checking), limit_s)
+            await within(self._transact(live, stage, checking), limit_s)
         except ProducerFenced as e:
             self._fenced = ProducerFencedError(
                 f"transactional id {self._transactional_id} was taken over by a newer producer; "

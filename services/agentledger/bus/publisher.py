@@ -18,6 +18,7 @@ from agentledger.events.models import Event
 from agentledger.events.topics import TopicNames
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
+from agentledger.tasks import within
 
 
 class KafkaPublisher(EventPublisher):
@@ -93,9 +94,7 @@ class KafkaPublisher(EventPublisher):
             futures = [
                 await producer.send(topic, value=value, key=key) for topic, key, value in records
             ]
-            await asyncio.wait_for(
-                asyncio.gather(*futures), self._settings.kafka_publish_timeout_ms / 1000
-            )
+            await within(asyncio.gather(*futures), self._settings.kafka_publish_timeout_ms / 1000)
         except (KafkaError, TimeoutError) as e:
             msg = f"publishing {len(records)} event(s) failed, some may be written: {e!r}"
             raise PublishError(msg, maybe_committed=True) from e

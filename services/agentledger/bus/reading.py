@@ -21,6 +21,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.models import RecordSkipped, RunEvent
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
+from agentledger.tasks import within
 
 FETCH_WAIT_MS = 100
 # How long the broker may hold a fetch that has nothing to return. aiokafka's default (500 ms)
@@ -302,7 +303,7 @@ class RunReader:
         if set_topics is None:  # aiokafka internals changed: the slow path still works
             return
         try:
-            await asyncio.wait_for(set_topics(list(self._run_topics)), self._read_timeout_ms / 1000)
+            await within(set_topics(list(self._run_topics)), self._read_timeout_ms / 1000)
         except (TimeoutError, KafkaError) as e:
             await stop_client(consumer)
             raise UnreachableError("Kafka", self._bootstrap, "run topics' metadata") from e

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
+from agentledger.tasks import stop_task
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -23,6 +25,9 @@ class Rounds(Generic[K, V]):
         self._lookup = lookup
         self._name = name
         self._waiting: list[tuple[list[K], asyncio.Future[dict[K, V]]]] = []
+        #: The callers of the round in progress (a lookup that ignores its cancellation must
+        #: not hold them).
+        self._serving: list[tuple[list[K], asyncio.Future[dict[K, V]]]] = []
         self._task: asyncio.Task[None] | None = None
         self.lookups = 0
 
@@ -41,15 +46,15 @@ class Rounds(Generic[K, V]):
         """Cancel the round in progress and every waiting caller (idempotent)."""
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        waiting, self._waiting = self._waiting, []
+            await stop_task(task)
+        waiting, self._waiting, self._serving = [*self._serving, *self._waiting], [], []
         for _, answer in waiting:
             answer.cancel()
 
     async def _serve(self) -> None:
         while self._waiting:
             callers, self._waiting = self._waiting, []
+            self._serving = callers
             keys = list(dict.fromkeys(key for wanted, _ in callers for key in wanted))
             self.lookups += 1
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from agentledger.demo.plan import KILL_AT, render
 from agentledger.demo.runner import DemoOptions, flush_mode, run_demo
 from agentledger.demo.soak import ALL, SOAK_POINTS, progress_bar, render_soak
 from agentledger.demo.soak_runner import SoakOptions, run_soak
+from agentledger.demo.taskdump import dump_tasks_on_signal
 from agentledger.demo.worker import parse_targets, work
 from agentledger.stack.resolve import resolve_settings
 
@@ -167,6 +169,7 @@ async def _soak(args: argparse.Namespace) -> int:
 
 
 async def _demo_worker(args: argparse.Namespace) -> int:
+    dump_tasks_on_signal(asyncio.get_running_loop())
     settings = WorkerSettings(
         kafka_bootstrap=args.kafka_bootstrap,
         redis_url=args.redis_url,

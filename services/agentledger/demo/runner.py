@@ -31,6 +31,7 @@ from agentledger.demo.plan import (
     run_ids,
     verify,
 )
+from agentledger.demo.taskdump import DUMP_SIGNAL
 from agentledger.errors import ConfigurationError
 from agentledger.events.codec import EventCodec
 from agentledger.events.topics import TopicNames, topic_specs
@@ -164,6 +165,9 @@ def _forked_main(argv: list[str], log_path: str, out_path: str) -> None:
     os._exit(code)
 
 
+#: How long a timed-out worker gets to write its task dump before the SIGKILL.
+_DUMP_WAIT_S = 5.0
+
 #: The exit code :func:`spawn_forked` reports for a child it killed after ``timeout_s``.
 TIMED_OUT = 124
 
@@ -187,6 +191,10 @@ async def spawn_forked(
     process.start()
     await asyncio.to_thread(process.join, timeout_s)
     timed_out = process.exitcode is None
+    if timed_out and process.pid is not None:
+        # Ask the worker where it hangs (its log keeps every task's await chain), then kill it.
+        os.kill(process.pid, DUMP_SIGNAL)
+        await asyncio.to_thread(process.join, _DUMP_WAIT_S)
     if timed_out:
         process.kill()
         await asyncio.to_thread(process.join)

@@ -25,6 +25,7 @@ from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.worker import FleetWorker
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import ArgumentsOnly, CommonSettings
+from agentledger.tasks import within
 from agentledger.views import RunView, fold
 
 T = TypeVar("T")
@@ -168,7 +169,7 @@ class WorkerProcess:
             proc.send_signal(signal.SIGCONT)
             proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), timeout=_STOP_S)
+                await within(proc.wait(), _STOP_S)
             except TimeoutError:
                 proc.send_signal(signal.SIGKILL)
                 await proc.wait()

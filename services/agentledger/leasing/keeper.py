@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from types import TracebackType
 
@@ -11,6 +10,7 @@ import structlog
 
 from agentledger.errors import AgentLedgerError, StaleFenceError
 from agentledger.leases import Lease, LeaseStore
+from agentledger.tasks import stop_task
 
 _log = structlog.get_logger(__name__)
 
@@ -73,9 +73,7 @@ class LeaseKeeper:
             return
         self._stopped = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await stop_task(self._task)
         if self._release_on_exit and not self.lost.is_set():
             try:
                 await self._store.release(self._lease)

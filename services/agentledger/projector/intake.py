@@ -25,6 +25,7 @@ from faust.transport.drivers.aiokafka import Consumer
 from faust.types import TP
 
 from agentledger.projector.ports import Record
+from agentledger.tasks import within
 from agentledger.views.store import TopicPartition
 
 log = structlog.get_logger(__name__)
@@ -63,7 +64,7 @@ class Intake:
             if left <= 0:
                 break
             try:
-                batch.extend(await asyncio.wait_for(self._queue.get(), left))
+                batch.extend(await within(self._queue.get(), left))
             except TimeoutError:
                 break
         return batch

@@ -21,6 +21,7 @@ from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.kafkaclient import kafka_options
 from agentledger.projector.ports import LogReader, Record
 from agentledger.settings import CommonSettings
+from agentledger.tasks import within
 from agentledger.views.store import TopicPartition as Tp
 
 _POLL_MS = 50
@@ -88,7 +89,7 @@ class KafkaLogReader(LogReader):
                 bootstrap_servers=self._bootstrap, **kafka_options(self._security)
             )
             try:
-                await asyncio.wait_for(admin.start(), self._connect_timeout_ms / 1000)
+                await within(admin.start(), self._connect_timeout_ms / 1000)
             except (TimeoutError, KafkaError, OSError) as e:
                 await admin.close()
                 raise UnreachableError("Kafka", self._bootstrap, "admin client") from e

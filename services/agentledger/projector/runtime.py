@@ -26,6 +26,7 @@ from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
 from agentledger.projector.runner import Projector
 from agentledger.projector.settings import ProjectorSettings
+from agentledger.tasks import within
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import TopicPartition
 
@@ -250,7 +251,7 @@ class ProjectorRuntime:
             return found
         if self._store is not None:
             try:
-                await asyncio.wait_for(self._store.client.ping(), _REDIS_PING_S)
+                await within(self._store.client.ping(), _REDIS_PING_S)
             except Exception as e:  # noqa: BLE001 - any failure to answer is "down" here
                 found.problems.append(f"redis unreachable ({type(e).__name__})")
         if not self.metrics.assigned:

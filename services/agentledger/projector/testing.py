@@ -40,6 +40,7 @@ from agentledger.kafkaclient import kafka_options
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.redisclient import redis_options
 from agentledger.settings import ArgumentsOnly, CommonSettings
+from agentledger.tasks import within
 from agentledger.views.fold import fold
 from agentledger.views.model import RunView
 
@@ -237,7 +238,7 @@ class ProjectorProcess:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), timeout=20)
+                await within(proc.wait(), 20)
             except TimeoutError:
                 proc.send_signal(signal.SIGKILL)
                 await proc.wait()

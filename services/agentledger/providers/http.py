@@ -41,6 +41,7 @@ from agentledger.providers.protocol import (
     check_kind,
 )
 from agentledger.providers.settings import ProviderSettings
+from agentledger.tasks import bounded_close
 from agentledger.telemetry.tracing import inject_traceparent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -97,7 +98,7 @@ class HttpProvider(CompensatingProvider):
         """Close the connection pool (idempotent)."""
         session, self._session = self._session, None
         if session is not None:
-            await session.close()
+            await bounded_close(session.close(), "provider HTTP session")
 
     async def perform(self, request: EffectRequest, key: str) -> ProviderResult:
         """POST the effect with its key; the answer to a repeat is the first object."""

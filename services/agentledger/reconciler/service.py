@@ -34,6 +34,7 @@ from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.report import PassReport
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.reconciler.watch import RunWatch
+from agentledger.tasks import within
 from agentledger.views.model import EffectView, RunView
 from agentledger.views.store import ViewReader
 
@@ -127,7 +128,7 @@ class Reconciler:
             except Exception as e:  # noqa: BLE001 - the service's outermost loop: log, go on
                 _log.exception("reconciler_pass_crashed", error=f"{type(e).__name__}: {e}")
             with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.settings.reconciler_poll_interval_s)
+                await within(stop.wait(), self.settings.reconciler_poll_interval_s)
 
     async def _reconcile(self, run_ids: Sequence[str], report: PassReport) -> None:
         """Resolve the due intents of ``run_ids``, in batches claimed together.

@@ -29,6 +29,7 @@ from agentledger.events.models import (
 from agentledger.integrations.langgraph.reading import live_checkpoints
 from agentledger.integrations.langgraph.writing import LastValues
 from agentledger.leasing import LeaseKeeper
+from agentledger.tasks import within
 from agentledger.views.graph_model import GraphCheckpoint
 from agentledger.views.model import RunView
 
@@ -139,7 +140,7 @@ class ThreadSession:
             return step
         arrived = self._waiting.setdefault(checkpoint_id, asyncio.Event())
         try:
-            await asyncio.wait_for(arrived.wait(), self._checkpoint_wait_s)
+            await within(arrived.wait(), self._checkpoint_wait_s)
         except TimeoutError as e:
             self._waiting.pop(checkpoint_id, None)
             msg = (
