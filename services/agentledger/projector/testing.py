@@ -19,6 +19,7 @@ from typing import Any, Self, TypeVar
 import aiohttp
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
+from pydantic import SecretStr
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.codec import EventCodec
@@ -132,7 +133,10 @@ def settings_env(settings: ProjectorSettings) -> dict[str, str]:
     for name, value in settings.model_dump().items():
         if value is None:
             continue
-        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
+            text = value.get_secret_value()
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
         env[f"AGENTLEDGER_{name.upper()}"] = text
     return env
 
