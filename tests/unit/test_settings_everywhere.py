@@ -93,7 +93,7 @@ def test_an_sdk_program_accepts_every_services_variables() -> None:
         "import sys; from agentledger._core.settings import WorkerSettings; WorkerSettings(); "
         "sys.exit(1 if 'agentledger.reconciler' in sys.modules else 0)"
     )
-    done = subprocess.run(  # noqa: S603 - our own interpreter on a fixed program
+    done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
