@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from pydantic import SecretStr
 
 from agentledger.errors import ConfigurationError
 from agentledger.events.codec import EventCodec
@@ -47,9 +48,11 @@ def settings_env(settings: FleetSettings) -> dict[str, str]:
     for name, value in settings.model_dump().items():
         if value is None:
             continue
-        env[f"AGENTLEDGER_{name.upper()}"] = (
-            str(value).lower() if isinstance(value, bool) else str(value)
-        )
+        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
+            text = value.get_secret_value()
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+        env[f"AGENTLEDGER_{name.upper()}"] = text
     return env
 
 

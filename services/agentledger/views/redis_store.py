@@ -21,7 +21,6 @@ from agentledger.redisclient import (
     redacted,
     redis_failure,
     redis_options,
-    tls_hint,
     translated,
 )
 from agentledger.settings import CommonSettings
@@ -121,8 +120,7 @@ class RedisViewStore(ViewStore):
             await self.close()
             failure = redis_failure(e, self._url)
             if isinstance(failure, UnreachableError):
-                hint = "is redis-server running?" + tls_hint(self._url)
-                raise UnreachableError("Redis", self._url, hint) from e
+                raise UnreachableError("Redis", self._url, "is redis-server running?") from e
             raise failure from e
         return self
 

@@ -1,7 +1,8 @@
 """Fixtures of the chaos tests on the cluster stack (3 SASL_SSL Kafka brokers + the Redis part).
 
-The cluster runs in its own state dir, ``.agentledger/cluster-tests``, brought up once per
-session on first use and stopped at its end. Tests reach it only through the variables
+The cluster runs in its own state dir, ``.agentledger/cluster-tests``, brought up once for this
+package on first use and stopped after its last test (its three JVMs never idle beside the rest
+of the suite). Tests reach it only through the variables
 ``agentledger stack env --cluster`` prints, as a deployment would.
 """
 
@@ -56,7 +57,7 @@ class ClusterUnderTest:
         )
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture(scope="package", loop_scope="session")
 async def cluster(kafka_jar_cache: StackPaths) -> AsyncIterator[ClusterUnderTest]:
     """The cluster stack in its own state dir (jars copied from the session's), down at the end."""
     paths = StackPaths(CLUSTER_STATE_DIR)
