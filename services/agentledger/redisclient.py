@@ -137,7 +137,33 @@ def redis_failure(error: BaseException, endpoint: str) -> AgentLedgerError:
             f"Redis at {endpoint} refused the login ({type(error).__name__}: {error}): put the "
             "right password (and user) in AGENTLEDGER_REDIS_URL, e.g. redis://:PASSWORD@host:6379/0"
         )
-    return UnreachableError("Redis", endpoint, f"{type(error).__name__}: {error}")
+    text = f"{type(error).__name__}: {error}"
+    if "CERTIFICATE_VERIFY_FAILED" in str(error):
+        return ConfigurationError(
+            f"Redis at {endpoint} presented a certificate this client does not trust "
+            f"({_first_line(error)}): set AGENTLEDGER_REDIS_SSL_CAFILE to the CA file that "
+            "signed Redis's certificate"
+        )
+    if endpoint.startswith("redis://"):
+        # Still retryable: a Redis restarting closes connections too.
+        return UnreachableError("Redis", endpoint, text + tls_hint(endpoint))
+    if "WRONG_VERSION_NUMBER" in str(error) or "record layer failure" in str(error):
+        return ConfigurationError(
+            f"Redis at {endpoint} does not speak TLS ({_first_line(error)}): use redis:// in "
+            "AGENTLEDGER_REDIS_URL"
+        )
+    return UnreachableError("Redis", endpoint, text)
+
+
+def tls_hint(endpoint: str) -> str:
+    """For a plaintext URL, the reminder that a TLS Redis needs rediss:// (else "")."""
+    if endpoint.startswith("redis://"):
+        return "; if Redis serves TLS, use rediss:// in AGENTLEDGER_REDIS_URL"
+    return ""
+
+
+def _first_line(error: BaseException) -> str:
+    return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
 def translated(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import (
     AliasChoices,
@@ -20,9 +20,17 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from agentledger.errors import ConfigurationError
 from agentledger.redaction import redacted_url
+from agentledger.variables import VARIABLES
 
 DEFAULT_STATE_DIR = Path(".agentledger")
 DEFAULT_TOPIC_PREFIX = "agentledger."
@@ -35,6 +43,26 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class _CheckedEnvironment(PydanticBaseSettingsSource):
+    """The environment source, refusing an ``AGENTLEDGER_*`` variable no setting has (a typo)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: EnvSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._env = env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """As the environment source."""
+        return self._env.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        """The environment's values; ConfigurationError naming each unknown variable."""
+        # The source lower-cases names unless case-sensitive: name them as a person set them.
+        typo = unknown_variables({k.upper(): v for k, v in self._env.env_vars.items()})
+        if typo is not None:
+            raise ConfigurationError(typo)
+        return self._env()
 
 
 class CommonSettings(BaseSettings):
@@ -150,6 +178,24 @@ class CommonSettings(BaseSettings):
         description="PEM file of the CA that signed Redis's certificate (rediss:// URLs); "
         "unset = the system's trusted CAs",
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The usual sources; the environment refuses a typo'd ``AGENTLEDGER_*`` variable, which
+        would otherwise be ignored (a typo'd endpoint then quietly means the local stack)."""
+        env = (
+            _CheckedEnvironment(settings_cls, env_settings)
+            if isinstance(env_settings, EnvSettingsSource)
+            else env_settings
+        )
+        return (init_settings, env, dotenv_settings, file_secret_settings)
 
     @field_validator("kafka_bootstrap")
     @classmethod
@@ -310,7 +356,7 @@ def _names_of(cls: type[BaseSettings]) -> set[str]:
     return names
 
 
-def known_variables() -> frozenset[str]:
+def declared_variables() -> frozenset[str]:
     """Every ``AGENTLEDGER_*`` variable that some imported settings class reads."""
     names: set[str] = set()
     for cls in _settings_classes():
@@ -318,7 +364,12 @@ def known_variables() -> frozenset[str]:
     return frozenset(n for n in names if n.startswith(ENV_PREFIX))
 
 
-def unknown_variables(environ: Mapping[str, str]) -> str | None:
+def known_variables() -> frozenset[str]:
+    """Every ``AGENTLEDGER_*`` variable of agentledger, its services' included (imported or not)."""
+    return VARIABLES | declared_variables()
+
+
+def unknown_variables(environ: Mapping[str, str | None]) -> str | None:
     """One line naming each ``AGENTLEDGER_*`` variable nothing reads (a typo), or None.
 
     pydantic-settings ignores such a variable, and a typo'd endpoint would then quietly mean

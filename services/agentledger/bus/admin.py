@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.errors import KafkaError, for_code
 
+from agentledger.bus.clients import starting_quietly
 from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.events.topics import RUN_ROLES, TopicSpec
@@ -186,7 +187,8 @@ async def kafka_admin(
     )
     try:
         try:
-            await admin.start()
+            with starting_quietly():
+                await admin.start()
         except (KafkaError, OSError) as e:
             await raise_if_security(settings, bootstrap)
             raise UnreachableError("Kafka", bootstrap, "is the broker running?") from e
@@ -326,7 +328,8 @@ async def require_topics(settings: CommonSettings, names: Sequence[str]) -> None
     )
     try:
         async with asyncio.timeout(timeout_s):
-            await admin.start()
+            with starting_quietly():
+                await admin.start()
             existing = set(await admin.list_topics())
     except (TimeoutError, KafkaError, OSError) as e:
         await raise_if_security(settings, bootstrap)

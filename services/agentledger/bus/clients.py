@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import structlog
@@ -21,6 +23,36 @@ class _Client(Protocol):
     async def start(self) -> Any: ...
 
     async def stop(self) -> Any: ...
+
+
+class _ConnectFailures(logging.Filter):
+    """Drops aiokafka's per-attempt "Unable connect to" errors while a start is in progress:
+    the start's own error says once what failed and which setting to fix."""
+
+    def __init__(self) -> None:
+        super().__init__("aiokafka")
+        self.starts = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable connect to")
+
+
+_QUIET = _ConnectFailures()
+
+
+@contextlib.contextmanager
+def starting_quietly() -> Iterator[None]:
+    """Hold aiokafka's connection-attempt errors back for the duration of a client's start."""
+    logger = logging.getLogger("aiokafka")
+    if _QUIET.starts == 0:
+        logger.addFilter(_QUIET)
+    _QUIET.starts += 1
+    try:
+        yield
+    finally:
+        _QUIET.starts -= 1
+        if _QUIET.starts == 0:
+            logger.removeFilter(_QUIET)
 
 
 def bootstrap_of(settings: CommonSettings) -> str:
@@ -53,8 +85,9 @@ async def start_client(
     mismatch), ConfigurationError names it instead (:mod:`agentledger.bus.diagnosis`).
     """
     try:
-        async with asyncio.timeout(timeout_ms / 1000):
-            await client.start()
+        with starting_quietly():
+            async with asyncio.timeout(timeout_ms / 1000):
+                await client.start()
     except (TimeoutError, KafkaError, OSError) as e:
         await stop_client(client)
         try:

@@ -34,6 +34,18 @@ def _first_server(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+async def _accepts(host: str, port: int) -> bool:
+    """Whether the server accepts a TCP connection at all."""
+    try:
+        _, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return False
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return True
+
+
 async def _speaks_tls(host: str, port: int) -> bool:
     """Whether the server completes a TLS handshake (certificate not checked)."""
     context = ssl.create_default_context()
@@ -115,26 +127,30 @@ async def security_hint(settings: CommonSettings | None, bootstrap: str) -> str 
     if settings is None:
         return None
     host, port = _first_server(bootstrap)
-    protocol = settings.kafka_security_protocol
-    where = f"{host}:{port}"
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
-            if protocol in ("PLAINTEXT", "SASL_PLAINTEXT"):
-                if await _speaks_tls(host, port):
-                    return (
-                        f"Kafka at {where} expects TLS but {V}SECURITY_PROTOCOL={protocol}: set "
-                        "it to SASL_SSL or SSL (with the CA file in "
-                        f"{V}SSL_CAFILE)"
-                    )
-                if protocol == "PLAINTEXT":
-                    return None
-            else:
-                problem = await _tls_problem(settings, where, host, port)
-                if problem is not None:
-                    return problem
-            return await _protocol_problem(settings, where, host, port) or None
+            if not await _accepts(host, port):
+                return None  # down or restarting: not a security problem, and worth a retry
+            return await _probe(settings, host, port) or None
     except (TimeoutError, ConfigurationError):
         return None
+
+
+async def _probe(settings: CommonSettings, host: str, port: int) -> str | None:
+    protocol = settings.kafka_security_protocol
+    where = f"{host}:{port}"
+    if protocol in ("SSL", "SASL_SSL"):
+        problem = await _tls_problem(settings, where, host, port)
+        if problem is not None:
+            return problem
+    elif await _speaks_tls(host, port):
+        return (
+            f"Kafka at {where} expects TLS but {V}SECURITY_PROTOCOL={protocol}: set it to "
+            f"SASL_SSL or SSL (with the CA file in {V}SSL_CAFILE)"
+        )
+    if protocol == "PLAINTEXT":
+        return None
+    return await _protocol_problem(settings, where, host, port)
 
 
 async def raise_if_security(settings: CommonSettings | None, bootstrap: str) -> None:

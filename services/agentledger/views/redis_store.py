@@ -21,6 +21,7 @@ from agentledger.redisclient import (
     redacted,
     redis_failure,
     redis_options,
+    tls_hint,
     translated,
 )
 from agentledger.settings import CommonSettings
@@ -120,7 +121,8 @@ class RedisViewStore(ViewStore):
             await self.close()
             failure = redis_failure(e, self._url)
             if isinstance(failure, UnreachableError):
-                raise UnreachableError("Redis", self._url, "is redis-server running?") from e
+                hint = "is redis-server running?" + tls_hint(self._url)
+                raise UnreachableError("Redis", self._url, hint) from e
             raise failure from e
         return self
 

@@ -1,0 +1,46 @@
+"""The secured single node (SASL_SSL + mTLS Kafka, TLS Redis with an ACL user), once per session."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+
+from agentledger.bus.admin import delete_topics, ensure_topics
+from agentledger.events.topics import topic_specs
+from agentledger.settings import ArgumentsOnly, CommonSettings
+from agentledger.stack import StackPaths
+from agentledger.stack.secure import SecureStack
+from tests.conftest import SESSION_STATE_DIR
+
+#: The client configurations the tests run every service with.
+MODES = ("SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "mTLS")
+
+
+class Given(ArgumentsOnly, CommonSettings):
+    """CommonSettings from explicit values only."""
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def secure(kafka_jar_cache: StackPaths) -> AsyncIterator[SecureStack]:
+    """The secured node in <repo>/.agentledger/secure, stopped at the end of the session."""
+    async with SecureStack(SESSION_STATE_DIR / "secure", jars=kafka_jar_cache.jars) as stack:
+        yield stack
+
+
+def mode_values(secure: SecureStack, mode: str) -> dict[str, Any]:
+    """The Kafka and Redis settings of one client configuration (Redis is always TLS + ACL)."""
+    kafka = secure.mtls_settings() if mode == "mTLS" else secure.kafka_settings(mode)
+    return {**kafka, **secure.redis_settings(), "state_dir": SESSION_STATE_DIR}
+
+
+async def isolated(secure: SecureStack, mode: str) -> AsyncIterator[Given]:
+    """Settings of ``mode`` with their own topics (ensured over the secured listener) and keys."""
+    tag = f"s{uuid.uuid4().hex[:12]}"
+    settings = Given(**mode_values(secure, mode), topic_prefix=f"{tag}.", key_prefix=tag)
+    specs = topic_specs(settings)
+    await ensure_topics(settings, specs)
+    yield settings
+    await delete_topics(settings, [spec.name for spec in specs])
