@@ -78,5 +78,5 @@ async def test_the_reconciler_passes_over_the_secured_stack(secure: SecureStack)
         out, err = await asyncio.wait_for(proc.communicate(), 180)
         assert proc.returncode == 0, err.decode()
         report = json.loads(out)
-        assert report["unknown"] == 0
+        assert (report["errors"], report["unknown"], report["intents"]) == (0, 0, 0)
         assert secure.password not in err.decode()
