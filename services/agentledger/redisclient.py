@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 import redis.exceptions
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
 
 from agentledger.errors import AgentLedgerError, ConfigurationError, UnreachableError
 from agentledger.redaction import redacted_url
@@ -26,6 +27,10 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     OSError,
+    # a Redis Cluster in a failover: a slot without a primary, or a node that is not ready
+    redis.exceptions.ClusterError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
 )
 
 P = ParamSpec("P")
@@ -86,6 +91,84 @@ def redis_options(settings: CommonSettings | None, url: str | None = None) -> di
     return {"ssl_ca_certs": str(cafile), "ssl_cert_reqs": "required"}
 
 
+def _cluster(settings: CommonSettings | None) -> bool:
+    return settings is not None and settings.redis_cluster
+
+
+def cluster_client(
+    url: str, *, settings: CommonSettings | None, max_connections: int = DEFAULT_MAX_CONNECTIONS
+) -> Redis:
+    """A Redis Cluster client (``redis.asyncio.cluster.RedisCluster``) seeded from ``url``.
+
+    Typed as :class:`Redis`: the commands agentledger sends (keyed commands, EVALSHA with the
+    keys of one slot, pipelines, SCAN, FLUSHALL) have the same signatures on both, and every
+    client is built here, so nothing else needs to know. ``max_connections`` is per node (a
+    full node raises instead of waiting).
+    """
+    client = RedisCluster.from_url(
+        url,
+        **redis_options(settings, url),
+        max_connections=max(max_connections, 16),
+        socket_connect_timeout=SOCKET_TIMEOUT_S,
+        socket_timeout=SOCKET_TIMEOUT_S,
+    )
+    return cast("Redis", client)
+
+
+def redis_client(url: str, *, settings: CommonSettings | None) -> Redis:
+    """A client for ``url`` with the settings' TLS options: a cluster client when
+    AGENTLEDGER_REDIS_CLUSTER is true, else a plain one with agentledger's timeouts."""
+    if _cluster(settings):
+        return cluster_client(url, settings=settings)
+    return fast_packing(
+        Redis.from_url(
+            url,
+            **redis_options(settings, url),
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            socket_timeout=SOCKET_TIMEOUT_S,
+        )
+    )
+
+
+def is_cluster(client: Redis) -> bool:
+    """Whether ``client`` is a Redis Cluster client."""
+    return isinstance(client, RedisCluster)
+
+
+async def check_mode(client: Redis, *, endpoint: str) -> None:
+    """Connect and check that the server is what AGENTLEDGER_REDIS_CLUSTER says it is.
+
+    A cluster client against a single Redis, or a plain client against a cluster node, fails
+    here with one line naming the setting (ConfigurationError); an unreachable server raises
+    UnreachableError, a refused login ConfigurationError. Within the connect timeout.
+    """
+    if is_cluster(client):
+        try:
+            await cast("RedisCluster", client).initialize()
+        except redis.exceptions.RedisClusterException as e:
+            if "cluster mode is not enabled" not in str(e).lower():
+                cause = e.__cause__ if isinstance(e.__cause__, BaseException) else e
+                raise redis_failure(cause, endpoint) from e
+            msg = (
+                f"Redis at {endpoint} is not a Redis Cluster (cluster mode is not enabled): "
+                "set AGENTLEDGER_REDIS_CLUSTER=false for a single Redis"
+            )
+            raise ConfigurationError(msg) from e
+        except CONNECTION_ERRORS as e:
+            raise redis_failure(e, endpoint) from e
+        return
+    try:
+        info = await client.info("cluster")
+    except CONNECTION_ERRORS as e:
+        raise redis_failure(e, endpoint) from e
+    if int(info.get("cluster_enabled", 0)) == 1:
+        msg = (
+            f"Redis at {endpoint} is a Redis Cluster node: set AGENTLEDGER_REDIS_CLUSTER=true "
+            "(a plain client would write keys of other nodes' slots)"
+        )
+        raise ConfigurationError(msg)
+
+
 def pooled_client(
     url: str,
     *,
@@ -97,8 +180,11 @@ def pooled_client(
 
     redis-py's default pool raises MaxConnectionsError past its limit instead; closing the
     client (``aclose``) disconnects this pool too. ``settings`` give the TLS options
-    (:func:`redis_options`).
+    (:func:`redis_options`) and, with AGENTLEDGER_REDIS_CLUSTER, a cluster client instead
+    (:func:`cluster_client`).
     """
+    if _cluster(settings):
+        return cluster_client(url, settings=settings, max_connections=max_connections)
     pool = BlockingConnectionPool.from_url(
         url,
         **redis_options(settings, url),

@@ -81,6 +81,13 @@ class CommonSettings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="redis://host:port/db; unset = the local stack"
     )
+    redis_cluster: bool = Field(
+        default=False,
+        description=(
+            "true for a Redis Cluster (AGENTLEDGER_REDIS_URL names any one node): every client "
+            "is cluster-aware and the views are laid out by partition slot (docs/DESIGN.md §14)"
+        ),
+    )
     state_dir: Path = Field(
         default=DEFAULT_STATE_DIR, description="where the local stack keeps its data"
     )

@@ -10,7 +10,7 @@ from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.leasing.run_index import RedisRunIndex
-from agentledger.redisclient import pooled_client, redacted
+from agentledger.redisclient import check_mode, pooled_client, redacted
 from agentledger.tasks import bounded_close
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
@@ -69,6 +69,7 @@ class WorkerPorts:
         """Connect the producer (the lease store connects lazily)."""
         if not self._started:
             self._started = True
+            await check_mode(self.redis, endpoint=self.endpoint)
             await self.log.start()
 
     async def stop(self) -> None:

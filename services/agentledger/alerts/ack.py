@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.redis_store import RedisAlertStore
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import Alert
-from agentledger.redisclient import redis_options
+from agentledger.redisclient import redis_client
 from agentledger.settings import CommonSettings
 
 
@@ -20,7 +18,7 @@ async def ack_alert(settings: CommonSettings, alert_id: str, by: str) -> Alert |
     """
     if settings.redis_url is None:
         raise ConfigurationError("no Redis: set AGENTLEDGER_REDIS_URL or start the local stack")
-    redis = Redis.from_url(settings.redis_url, **redis_options(settings, settings.redis_url))
+    redis = redis_client(settings.redis_url, settings=settings)
     try:
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
         event = await book.ack(alert_id, by)

@@ -18,7 +18,7 @@ from agentledger.alerts.model import AlertRecord
 from agentledger.alerts.redis_store import RedisAlertStore
 from agentledger.events.models import now_ms
 from agentledger.fleet import RunLookup, run_detail, run_summary
-from agentledger.redisclient import redis_options
+from agentledger.redisclient import redis_client
 from agentledger.views.keys import STATUSES
 from agentledger.views.model import RunView
 
@@ -97,9 +97,7 @@ class ConsoleReads:
     def __init__(self, settings: ConsoleSettings) -> None:
         self._settings = settings
         self._lookup = RunLookup(settings)  # refuses settings without Redis and Kafka
-        self._redis: Redis = Redis.from_url(
-            settings.redis_url or "", **redis_options(settings, settings.redis_url)
-        )
+        self._redis: Redis = redis_client(settings.redis_url or "", settings=settings)
         self._alerts = RedisAlertStore(self._redis, settings.key_prefix)
 
     async def __aenter__(self) -> ConsoleReads:

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from redis.asyncio import Redis
-
 from agentledger._core.settings import WorkerSettings
 from agentledger._core.writer import Checkpoints
 from agentledger.bus.admin import ensure_topics
@@ -37,7 +35,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.topics import TopicNames, topic_specs
 from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.redisclient import redis_options
+from agentledger.redisclient import redis_client
 from agentledger.views import RunView, fold
 
 Flush = Literal["all", "namespace", "none"]
@@ -210,7 +208,7 @@ async def flush_redis(settings: WorkerSettings, mode: Flush) -> str:
         return "none"
     if settings.redis_url is None:
         raise ConfigurationError("no redis_url to flush")
-    client = Redis.from_url(settings.redis_url, **redis_options(settings, settings.redis_url))
+    client = redis_client(settings.redis_url, settings=settings)
     try:
         if mode == "all":
             await client.flushall()

@@ -17,7 +17,7 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redisclient import SOCKET_TIMEOUT_S, redacted, redis_failure, redis_options
+from agentledger.redisclient import CONNECTION_ERRORS, redacted, redis_client, redis_failure
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -72,12 +72,7 @@ class RedisLeaseStore(LeaseStore):
                 "(agentledger.stack.resolve.resolve_settings) or set AGENTLEDGER_REDIS_URL"
             )
             raise ConfigurationError(msg)
-        client = Redis.from_url(
-            settings.redis_url,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
-            socket_timeout=SOCKET_TIMEOUT_S,
-            **redis_options(settings, settings.redis_url),
-        )
+        client = redis_client(settings.redis_url, settings=settings)
         return cls(
             client,
             key_prefix=settings.key_prefix,
@@ -181,7 +176,8 @@ class RedisLeaseStore(LeaseStore):
             sha = await self._sha(scripts.STALE)
             pipe = self._client.pipeline(transaction=False)
             for run_id in runs:
-                pipe.evalsha(sha, 1, self.key(run_id), fences[run_id])
+                # cluster pipelines block .evalsha; the raw command is routed by its key
+                pipe.execute_command("EVALSHA", sha, 1, self.key(run_id), fences[run_id])
             result: list[Any] = await pipe.execute()
             return result
 
@@ -217,7 +213,7 @@ class RedisLeaseStore(LeaseStore):
             sha = await self._sha(script)
             pipe = self._client.pipeline(transaction=False)
             for key, args in calls:
-                pipe.evalsha(sha, 1, key, *args)
+                pipe.execute_command("EVALSHA", sha, 1, key, *args)
             result: list[Any] = await pipe.execute()
             return result
 
@@ -238,7 +234,7 @@ class RedisLeaseStore(LeaseStore):
             except redis.exceptions.NoScriptError:
                 self._shas.clear()
                 return await call()
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        except CONNECTION_ERRORS as e:
             raise redis_failure(e, self._endpoint) from e
 
 

@@ -15,11 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable
 from typing import Any, Literal, TypeVar
 
-import redis.exceptions
 from redis.asyncio import Redis
 
 from agentledger.errors import UnreachableError
 from agentledger.leasing.redis_store import run_tag
+from agentledger.redisclient import CONNECTION_ERRORS
 
 Claim = Literal["new", "known", "unsure"]
 T = TypeVar("T")
@@ -104,5 +104,5 @@ class RedisRunIndex(RunIndex):
     async def _guarded(self, call: Awaitable[T]) -> T:
         try:
             return await call
-        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as e:
+        except CONNECTION_ERRORS as e:
             raise UnreachableError("Redis", self._endpoint, f"{type(e).__name__}: {e}") from e

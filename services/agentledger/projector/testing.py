@@ -17,7 +17,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import aiohttp
-import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
 from pydantic import SecretStr
 
@@ -39,7 +38,7 @@ from agentledger.events.models import (
 from agentledger.events.topics import topic_specs
 from agentledger.kafkaclient import kafka_options
 from agentledger.projector.settings import ProjectorSettings
-from agentledger.redisclient import redis_options
+from agentledger.redisclient import redis_client
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.tasks import within
 from agentledger.views.fold import fold
@@ -315,7 +314,7 @@ async def isolated_projector(
         yield settings
     finally:
         await delete_topics(settings, [s.name for s in specs])
-        client = aioredis.Redis.from_url(redis_url, **redis_options(settings, redis_url))
+        client = redis_client(redis_url, settings=settings)
         try:
             keys = [k async for k in client.scan_iter(match=f"{tag}:*", count=1000)]
             for i in range(0, len(keys), 1000):

@@ -9,8 +9,6 @@ import signal
 import sys
 from typing import Any
 
-from redis.asyncio import Redis
-
 from agentledger.alerts.ack import ack_alert
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.intake import take_in_alerts
@@ -36,7 +34,7 @@ from agentledger.reconciler.effects import (
 from agentledger.reconciler.resolve import verdict
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.reconciler.settle import open_settler
-from agentledger.redisclient import redis_options
+from agentledger.redisclient import redis_client
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views import RunView, fold
 from agentledger.views.redis_store import RedisViewStore
@@ -100,7 +98,7 @@ def _record_row(r: AlertRecord) -> dict[str, Any]:
 
 async def _alerts_list(args: argparse.Namespace) -> int:
     settings = await _settings()
-    redis = Redis.from_url(_redis_url(settings), **redis_options(settings, settings.redis_url))
+    redis = redis_client(_redis_url(settings), settings=settings)
     try:
         if args.undelivered:
             entries = await RedisSinkDeadLetter(redis, settings.key_prefix).entries(args.limit)

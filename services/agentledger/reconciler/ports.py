@@ -11,7 +11,7 @@ from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.reconciler.settings import ReconcilerSettings
-from agentledger.redisclient import pooled_client, redacted
+from agentledger.redisclient import check_mode, pooled_client, redacted
 from agentledger.views.redis_store import RedisViewStore
 
 
@@ -35,6 +35,7 @@ async def open_ports(
     redis = pooled_client(settings.redis_url, settings=settings)
     stack.push_async_callback(redis.aclose)
     endpoint = redacted(settings.redis_url)
+    await check_mode(redis, endpoint=endpoint)
     leases = RedisLeaseStore(redis, key_prefix=settings.key_prefix, endpoint=endpoint)
     views = RedisViewStore(redis, key_prefix=settings.key_prefix, url=endpoint)
     log = await stack.enter_async_context(
