@@ -279,5 +279,18 @@ class ViewsWipedError(AgentLedgerError):
         self.namespace = namespace
 
 
+class ViewsRegressedError(AgentLedgerError):
+    """A partition's stored progress is below what this projector last stored or read (a Redis
+    failover lost the newest writes of that slot, views and progress together): nothing was
+    written; the projector re-anchors on the stored progress and re-applies from the log."""
+
+    retryable: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, namespace: str, field: str) -> None:
+        super().__init__(message)
+        self.namespace = namespace
+        self.field = field
+
+
 class GraphStateError(RunError):
     """A LangGraph checkpoint the saver needs is not recorded, or its stored values do not chain."""

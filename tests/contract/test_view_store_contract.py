@@ -7,12 +7,14 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import pytest_asyncio
 
+from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import Position
-from agentledger.errors import ViewsWipedError
+from agentledger.errors import ViewsRegressedError, ViewsWipedError
 from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunStarted, StepStarted
 from agentledger.events.models import RunEvent
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView, fold
+from agentledger.views.keys import STATUSES, Keys
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
@@ -85,27 +87,54 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
-def backend(request: pytest.FixtureRequest) -> CommonSettings | None:
-    """None for the memory store, else settings on the real stack."""
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.integration),
+        pytest.param("redis-sharded", marks=pytest.mark.integration),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> tuple[CommonSettings, bool] | None:
+    """None for the memory store, else settings on the real stack and whether the namespaces
+    are sharded by partition (the Redis Cluster layout, here on one Redis)."""
     if request.param == "memory":
         return None
     settings: CommonSettings = request.getfixturevalue("ledger_settings")
-    return settings
+    return settings, request.param == "redis-sharded"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def store(backend: CommonSettings | None, clock: Clock) -> AsyncIterator[ViewStore]:
+async def store(
+    backend: tuple[CommonSettings, bool] | None, clock: Clock
+) -> AsyncIterator[ViewStore]:
     """One store of each implementation, with a 1-day retention."""
     if backend is None:
         async with MemoryViewStore(key_prefix="c", retention_ms=DAY, clock=clock) as mem:
             yield mem
         return
-    assert backend.redis_url is not None
+    settings, sharded = backend
+    assert settings.redis_url is not None
     async with RedisViewStore.from_url(
-        backend.redis_url, key_prefix=backend.key_prefix, retention_ms=DAY, clock=clock
+        settings.redis_url, key_prefix=settings.key_prefix, retention_ms=DAY, clock=clock
     ) as red:
-        yield red
+        if sharded:
+            async with RedisViewStore(
+                red.client,
+                key_prefix=settings.key_prefix,
+                retention_ms=DAY,
+                clock=clock,
+                partitions=4,
+                sharded=True,
+            ) as shard:
+                yield shard
+        else:
+            yield red
+
+
+def key(namespace: str, run: str, part: str) -> str:
+    """The snapshot name of one key of a run, in the layout of ``namespace``."""
+    space = Keys("x").space(namespace)
+    return space.relative(space.run(run, part))
 
 
 async def live(store: ViewStore) -> str:
@@ -161,7 +190,7 @@ async def test_parked_events_are_stored_with_the_run_and_count_in_its_token(
     stored = (await store.load_runs(ns, ["r1"]))["r1"]
     assert stored.token == (3, 0)
     assert stored.parked == []
-    assert "{r1}:parked" not in await store.snapshot(ns)
+    assert key(ns, "r1", "parked") not in await store.snapshot(ns)
 
 
 async def test_only_touched_steps_and_effects_are_rewritten(store: ViewStore) -> None:
@@ -187,10 +216,10 @@ async def test_finished_runs_get_a_ttl_and_runs_past_retention_are_deleted(
     clock.now = 10 * DAY
     await put(store, ns, "fresh", run_events("fresh", finished_at=clock.now - 1000))
     snap = await store.snapshot(ns)
-    assert snap["{fresh}:run"][2]
-    assert snap["{fresh}:effects"][2]
+    assert snap[key(ns, "fresh", "run")][2]
+    assert snap[key(ns, "fresh", "effects")][2]
     await put(store, ns, "open", run_events("open"))
-    assert not (await store.snapshot(ns))["{open}:run"][2]
+    assert not (await store.snapshot(ns))[key(ns, "open", "run")][2]
     old = write_of(None, "old", run_events("old", finished_at=clock.now - 2 * DAY))
     outcome = await store.write_runs(ns, [old])
     assert outcome.expired == {"old"}
@@ -382,3 +411,47 @@ async def test_progress_of_a_wiped_namespace_is_never_written_again(store: ViewS
     assert await store.read_progress(fresh) == {}
     await store.mark_namespace(ns)
     assert await store.is_marked(ns)
+
+
+def commit_write(run: str, events: list[RunEvent]) -> tuple[RunWrite, IndexUpdate]:
+    """A first write of ``run`` and its index entries, as the projector commits them."""
+    write = write_of(None, run, events)
+    update = IndexUpdate(run, write.view.status, write.view.updated_at, drop_statuses=STATUSES)
+    return write, update
+
+
+async def test_commit_stores_runs_indexes_and_progress_together(store: ViewStore) -> None:
+    """One commit writes the runs, lists them and raises the progress; a second commit from
+    the same tokens is a conflict that leaves its runs, their entries and progress unwritten."""
+    ns = await live(store)
+    home = ("t", partition_for(run_key("c1"), 4))  # where c1's events are, as in a batch
+    first, first_entry = commit_write("c1", run_events("c1"))
+    second, second_entry = commit_write("c2", run_events("c2"))
+    outcome = await store.commit(ns, [first, second], [first_entry, second_entry], {home: 4})
+    assert not outcome.conflicts
+    assert not outcome.unwritten
+    assert set(await store.load_many(["c1", "c2"])) == {"c1", "c2"}
+    assert set(await store.runs_by_status(first.view.status)) >= {"c1", "c2"}
+    assert (await store.read_progress(ns))[home] == 4
+    again, again_entry = commit_write("c1", run_events("c1"))
+    outcome = await store.commit(ns, [again], [again_entry], {home: 9})
+    assert outcome.conflicts == {"c1"}
+    assert "c1" in outcome.unwritten
+    assert (await store.read_progress(ns))[home] == 4
+
+
+async def test_progress_below_its_floor_writes_nothing(store: ViewStore) -> None:
+    """A commit whose floor is above the stored progress (writes lost in a failover) raises
+    ViewsRegressedError and writes neither the run nor the progress."""
+    ns = await live(store)
+    home = ("t", partition_for(run_key("f1"), 4))
+    await store.record_progress(ns, {home: 5})
+    write, entry = commit_write("f1", run_events("f1"))
+    with pytest.raises(ViewsRegressedError):
+        await store.commit(ns, [write], [entry], {home: 8}, floors={home: 6})
+    with pytest.raises(ViewsRegressedError):
+        await store.record_progress(ns, {home: 8}, {home: 6})
+    assert await store.load("f1") is None
+    assert (await store.read_progress(ns))[home] == 5
+    await store.commit(ns, [write], [entry], {home: 8}, floors={home: 5})
+    assert (await store.read_progress(ns))[home] == 8

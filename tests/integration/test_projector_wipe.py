@@ -173,7 +173,7 @@ async def test_health_fails_while_redis_is_down_or_a_partition_is_wedged(
             assert (status, body["problems"]) == (200, [])
             namespace = await until(store.live_namespace, lambda n: n is not None, 30)
             assert namespace is not None
-            progress = store.keys.space(namespace).progress
+            progress = store.keys.space(namespace).progress()
             await store.client.delete(progress)
             await store.client.set(progress, "not a hash")  # every index write fails now
             await publish(settings, runs_of("h", 5))

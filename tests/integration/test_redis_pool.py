@@ -94,7 +94,7 @@ async def test_a_redis_command_error_is_not_taken_for_an_unreachable_redis(
     client = pooled_client(ledger_settings.redis_url, max_connections=2, wait_s=5.0)
     store = RedisViewStore(client, key_prefix=ledger_settings.key_prefix)
     try:
-        await client.set(store.keys.space("v1").progress, "not a hash")
+        await client.set(store.keys.space("v1").progress(), "not a hash")
         with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
             await store.read_progress("v1")
     finally:

@@ -59,7 +59,7 @@ async def test_progress_vanishing_under_a_live_pointer_is_a_wipe() -> None:
     await projector.process(world.write(first))
     namespace = await world.store.live_namespace()
     assert namespace is not None
-    progress_key = Keys("u").space(namespace).progress
+    progress_key = Keys("u").space(namespace).progress()
     world.store._delete(progress_key)
     second = run_events("b", steps=1)
     await projector.process(world.write(second))

@@ -36,6 +36,7 @@ CALLS: dict[str, Call] = {
     ),
     "update_indexes": lambda s: s.update_indexes("v1", [IndexUpdate("r1", "running")]),
     "record_progress": lambda s: s.record_progress("v1", {("t", 0): 1}),
+    "commit": lambda s: s.commit("v1", [], [IndexUpdate("r1", "running")], {("t", 0): 1}),
     "read_progress": lambda s: s.read_progress("v1"),
     "overdue_parked": lambda s: s.overdue_parked("v1", 10),
     "drop_finished_before": lambda s: s.drop_finished_before("v1", 10),

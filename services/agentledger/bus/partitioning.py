@@ -7,6 +7,7 @@ log uses this exact function, so tests see the partition numbers the real broker
 
 from __future__ import annotations
 
+from agentledger.events.keying import murmur2, partition_for, run_key
 from agentledger.events.models import (
     Alert,
     Event,
@@ -16,47 +17,7 @@ from agentledger.events.models import (
     RunRequested,
 )
 
-_SEED = 0x9747B28C
-_M = 0x5BD1E995
-_MASK = 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Java's ``org.apache.kafka.common.utils.Utils.murmur2`` as an unsigned 32-bit integer."""
-    length = len(data)
-    h = (_SEED ^ length) & _MASK
-    full = length - length % 4
-    for i in range(0, full, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * _M) & _MASK
-        k ^= k >> 24
-        k = (k * _M) & _MASK
-        h = ((h * _M) & _MASK) ^ k
-    rest = length % 4
-    if rest >= 3:
-        h ^= data[full + 2] << 16
-    if rest >= 2:
-        h ^= data[full + 1] << 8
-    if rest >= 1:
-        h ^= data[full]
-        h = (h * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h
-
-
-def partition_for(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record (``toPositive % n``)."""
-    if partitions < 1:
-        msg = f"a topic has at least one partition, got {partitions}"
-        raise ValueError(msg)
-    return (murmur2(key) & 0x7FFFFFFF) % partitions
-
-
-def run_key(run_id: str) -> bytes:
-    """The record key of every event of a run: its id in UTF-8."""
-    return run_id.encode()
+__all__ = ["key_for", "murmur2", "partition_for", "run_key"]
 
 
 def key_for(event: Event) -> bytes | None:

@@ -107,8 +107,7 @@ async def _batch(
     """Kill every trial of the batch, wipe the namespace's keys, resume all, judge each."""
     producer = f"{settings.key_prefix}-b{number:05d}"
     killed = [
-        await _kill_one(settings, plan, url, producer, logs, timeout_s=timeout_s)
-        for plan in plans
+        await _kill_one(settings, plan, url, producer, logs, timeout_s=timeout_s) for plan in plans
     ]
     await flush_redis(settings, "namespace")
     targets = [(r, k.plan.seed) for k in killed for r in k.plan.run_ids]

@@ -1,11 +1,12 @@
 """Apply a batch of run-topic records to a namespace: decode, fold each run, write atomically.
 
 Per run: the stored view and parked events are loaded (or taken from a cache that the write
-token keeps honest), the pure fold admits the batch's events, and one atomic write stores the
-result guarded by the token the fold started from. A conflict (another projector wrote the run
-meanwhile) drops the cached copy and refolds from what is stored. Only then are the indexes
-updated and findings (stale fences, dead letters) sent — all of it idempotent, so a crash at
-any point followed by a redo of the batch converges to the same state.
+token keeps honest) and the pure fold admits the batch's events. Findings (stale fences, dead
+letters) are published first; then the store commits the runs, their index entries and the
+batch's progress, each slot group in one atomic step guarded by the tokens the folds started
+from (DESIGN.md §14). A conflict (another projector wrote a run meanwhile) leaves its group
+unwritten: those runs are refolded from what is stored and committed again. Everything is
+idempotent, so a crash at any point followed by a redo of the batch converges to the same state.
 """
 
 from __future__ import annotations
@@ -224,9 +225,11 @@ class Applier:
         self._codec = codec
         self._metrics = metrics
         self._cache = RunCache(cache_size)
-        # dead letters already published: a batch retried after a later failure (or a tick's
-        # catch-up redone) must not publish them again
+        # dead letters and alerts already published: a batch retried after a later failure (or
+        # a tick's catch-up redone, or a group refolded after a conflict) must not publish them
+        # again
         self._lettered = RecentIds(_LETTERED_KEPT)
+        self._alerted = RecentIds(_LETTERED_KEPT)
 
     def reset(self) -> None:
         """Forget cached runs (another namespace, or after an error)."""
@@ -237,44 +240,29 @@ class Applier:
         namespace: str,
         records: Sequence[Record],
         progress: Mapping[TopicPartition, int] | None = None,
+        floors: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """Apply ``records`` to ``namespace`` and then raise ``progress`` (with the indexes, in
-        one step); on any error drop the cache and re-raise."""
+        """Apply ``records`` to ``namespace`` and raise ``progress`` with the views (one atomic
+        step per slot group), provided the stored progress reached ``floors`` (else
+        ViewsRegressedError); on any error drop the cache and re-raise."""
         try:
             await self._apply(
-                namespace, decode_records(self._codec, records, self._partitions), progress or {}
+                namespace,
+                decode_records(self._codec, records, self._partitions),
+                progress or {},
+                floors or {},
             )
         except BaseException:
             self._cache.clear()
             raise
 
     async def _apply(
-        self, namespace: str, batch: Decoded, progress: Mapping[TopicPartition, int]
+        self,
+        namespace: str,
+        batch: Decoded,
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int],
     ) -> None:
-        alerts: list[Alert] = []
-        updates: list[IndexUpdate] = []
-        pending = dict(batch.runs)
-        for _ in range(MAX_CONFLICT_ROUNDS):
-            if not pending:
-                break
-            folds = await self._fold_all(namespace, pending)
-            writes = [f.write for f in folds.values() if f.write is not None]
-            outcome = await self._store.write_runs(namespace, writes)
-            for run_id in outcome.conflicts:
-                self._cache.drop(run_id)
-            self._metrics.write_conflicts += len(outcome.conflicts)
-            for run_id, done in folds.items():
-                if run_id in outcome.conflicts:
-                    continue
-                update = self._settle(run_id, done, expired=run_id in outcome.expired)
-                if update is not None:
-                    updates.append(update)
-                alerts.extend(self._alerts(done, batch))
-            pending = {r: pending[r] for r in outcome.conflicts}
-        if pending:
-            run_id = min(pending)
-            msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
-            raise ViewWriteConflictError(msg, run_id=run_id)
         letters = [x for x in batch.letters if x.event_id not in self._lettered]
         if letters:
             await self._publisher.publish(letters)
@@ -288,11 +276,33 @@ class Applier:
                     offset=letter.source_offset,
                     reason=letter.reason,
                 )
-        if alerts:
-            await self._publisher.publish(alerts)
-            self._metrics.count_alerts(a.code for a in alerts)
-        # findings are durable before progress passes the records that raised them
-        await self._store.update_indexes(namespace, updates, progress)
+        pending = dict(batch.runs)
+        for _ in range(MAX_CONFLICT_ROUNDS):
+            folds = await self._fold_all(namespace, pending)
+            # findings are durable before the progress that passes the records raising them
+            alerts = [a for done in folds.values() for a in self._alerts(done, batch)]
+            fresh = [a for a in alerts if a.alert_id not in self._alerted]
+            if fresh:
+                await self._publisher.publish(fresh)
+                self._metrics.count_alerts(a.code for a in fresh)
+                for a in fresh:
+                    self._alerted.put(a.alert_id)
+            writes = [f.write for f in folds.values() if f.write is not None]
+            updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
+            outcome = await self._store.commit(namespace, writes, updates, progress, floors)
+            for run_id in outcome.unwritten:
+                # a fold works in place on the cached view: what was not written is unknown
+                self._cache.drop(run_id)
+            self._metrics.write_conflicts += len(outcome.conflicts)
+            for run_id, done in folds.items():
+                if run_id not in outcome.unwritten:
+                    self._settle(run_id, done, expired=run_id in outcome.expired)
+            pending = {r: pending[r] for r in outcome.unwritten if r in pending}
+            if not outcome.unwritten:
+                return
+        run_id = min(pending) if pending else "?"
+        msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
+        raise ViewWriteConflictError(msg, run_id=run_id)
 
     async def _fold_all(
         self, namespace: str, pending: dict[str, list[RunEvent]]
@@ -330,8 +340,8 @@ class Applier:
             folds[run_id] = _Fold(state, cold, status_before, result, parked, write)
         return folds
 
-    def _settle(self, run_id: str, done: _Fold, *, expired: bool) -> IndexUpdate | None:
-        """Update cache and metrics for a run whose write stood; return its index entries."""
+    def _settle(self, run_id: str, done: _Fold, *, expired: bool) -> None:
+        """Update cache and metrics for a run whose write stood."""
         result = done.result
         m = self._metrics
         m.count_applied(len(result.applied))
@@ -342,22 +352,13 @@ class Applier:
         m.conflicts += len(result.conflicts)
         if expired:
             self._cache.drop(run_id)
-            return IndexUpdate(
-                run_id=run_id, status=None, closed_intents=frozenset(result.view.effects)
-            )
+            return
         if done.write is None and (not done.cold or done.state.token is None):
-            return None
+            return
         token = (result.view.applied_seq, len(done.parked))
         stored = StoredRun(result.view, done.parked, token if done.write else done.state.token)
         if stored.token is not None:
             self._cache.put(run_id, stored)
-        return index_update(
-            result.view,
-            cold=done.cold,
-            status_before=done.status_before,
-            effects=result.touched_effects,
-            parked=bool(done.parked),
-        )
 
     def _alerts(self, done: _Fold, batch: Decoded) -> list[Alert]:
         view = done.result.view
@@ -388,3 +389,16 @@ class Applier:
             )
             found.append(closed_run_alert(event, view, batch.where.get(event.event_id)))
         return found
+
+
+def _index_of(done: _Fold) -> IndexUpdate | None:
+    """The index entries a fold's commit carries (a cold-loaded run gets all of them)."""
+    if done.write is None and (not done.cold or done.state.token is None):
+        return None
+    return index_update(
+        done.result.view,
+        cold=done.cold,
+        status_before=done.status_before,
+        effects=done.result.touched_effects,
+        parked=bool(done.parked),
+    )

@@ -71,6 +71,9 @@ class Projector:
         self._lock = asyncio.Lock()
         self._namespace: str | None = None
         self._pos: dict[TopicPartition, int] = {}
+        # what the store's progress is known to hold (read or written by us): it never goes
+        # below, unless a Redis failover lost writes (ViewsRegressedError, then re-anchored)
+        self._floor: dict[TopicPartition, int] = {}
         self._delivering: set[TopicPartition] = set()
         self._assigned: set[TopicPartition] = set()
         self._seen_at_tick: dict[TopicPartition, int] = {}
@@ -106,6 +109,7 @@ class Projector:
         """Forget positions and cached views: the next delivery re-anchors on stored progress."""
         async with self._lock:
             self._pos.clear()
+            self._floor.clear()
             self._delivering.clear()
             self._seen_at_tick.clear()
             self._stalled.clear()
@@ -125,6 +129,7 @@ class Projector:
         self._reread.discard(tp)
         self._moved_at.pop(tp, None)
         self._pos.pop(tp, None)
+        self._floor.pop(tp, None)
         self._delivering.discard(tp)
         self._seen_at_tick.pop(tp, None)
         self._stalled.pop(tp, None)
@@ -199,6 +204,7 @@ class Projector:
         self._namespace = namespace
         self._metrics.namespace = namespace
         self._pos.clear()
+        self._floor.clear()
         self._delivering.clear()
         self._seen_at_tick.clear()
         self._stalled.clear()
@@ -249,6 +255,8 @@ class Projector:
             progress = (await self._store.read_progress(namespace)).get(tp)
             if progress is None:
                 progress = (await self._reader.beginning_offsets([tp]))[tp]
+            else:
+                self._floor[tp] = progress
             self._pos[tp] = progress
         return self._pos[tp]
 
@@ -268,22 +276,27 @@ class Projector:
         # the offsets a range spans include transaction markers no chunk delivers
         self._metrics.rebuild_done += max(0, target - done)
         ends = {tp: end for tp, (_, end) in ranges.items()}
-        await self._store.record_progress(namespace, ends)
+        await self._store.record_progress(namespace, ends, self._floors(ends))
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
+            self._floor[tp] = max(self._floor.get(tp, end), end)
 
     async def _apply(self, namespace: str, records: Sequence[Record]) -> None:
         ends: dict[TopicPartition, int] = {}
         for rec in records:
             ends[rec.tp] = max(ends.get(rec.tp, 0), rec.offset + 1)
-        await self._applier.apply(namespace, records, ends)
+        await self._applier.apply(namespace, records, ends, self._floors(ends))
         self._metrics.records += len(records)
         now = time.monotonic()
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
+            self._floor[tp] = max(self._floor.get(tp, end), end)
             # moving, even while a long catch-up holds the lock and no tick refreshes the lag
             self._moved_at[tp] = now
             self._moved_pos[tp] = self._pos[tp]
+
+    def _floors(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._floor[tp] for tp in tps if tp in self._floor}
 
     # --- periodic work ------------------------------------------------------------------
 
@@ -329,8 +342,9 @@ class Projector:
                         if tp not in busy and self._pos.get(tp) == start
                     }
                     if done:
-                        await self._store.record_progress(namespace, done)
+                        await self._store.record_progress(namespace, done, self._floors(done))
                         self._pos.update(done)
+                        self._floor.update(done)
         lag = {tp: max(0, ends[tp] - self._pos.get(tp, ends[tp])) for tp in tps}
         now = time.monotonic()
         for tp in tps:

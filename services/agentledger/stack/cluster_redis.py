@@ -9,8 +9,9 @@ Contract with stack.cluster (the Kafka side does not look inside):
 - ``stack down`` stops the returned processes by their pid, start time and markers, and
   ``stack status`` lists them; nothing else is needed for them to be managed.
 
-Until the Redis Cluster (3 primaries, 3 replicas, TLS, ACL) lands here, the part is one
-plaintext redis-server, so the cluster stack is usable end to end.
+The part is a Redis Cluster of 3 primaries and 3 replicas (``stack.redis_cluster``) under
+``<state>/cluster/redis``, TLS only with the cluster stack's certificates (``stack.certs``),
+one ACL user whose password is kept in that directory (0600).
 """
 
 from __future__ import annotations
@@ -20,23 +21,13 @@ from datetime import UTC, datetime
 
 import structlog
 
-from agentledger.errors import StackError
+from agentledger.stack.certs import ensure_certificates
 from agentledger.stack.cluster_config import ClusterPaths
 from agentledger.stack.cluster_state import ClusterProcess
-from agentledger.stack.config import StackPaths
-from agentledger.stack.ports import free_ports
-from agentledger.stack.procs import terminate
-from agentledger.stack.redis_server import (
-    find_redis_server,
-    redis_markers,
-    redis_version,
-    start_redis,
-    wait_redis_ready,
-)
+from agentledger.stack.redis_cluster import ClusterState, roles, start_cluster, tls_of
+from agentledger.stack.redis_server import find_redis_server, redis_version
 
 log = structlog.get_logger(__name__)
-
-REDIS_STOP_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -48,40 +39,35 @@ class RedisPart:
 
 
 async def ensure_redis(paths: ClusterPaths, previous: tuple[ClusterProcess, ...]) -> RedisPart:
-    """Reuse the live Redis of the cluster stack or start it (see the module docstring)."""
-    single = StackPaths(paths.root)  # its redis files: <state>/cluster/redis/
-    rec = previous[0] if previous else None
-    if rec is not None and rec.pid is not None and rec.proc_start is not None and rec.is_running():
-        try:
-            await wait_redis_ready(single, rec.pid, rec.proc_start, rec.port, 30.0)
-        except StackError:
-            await terminate(rec.pid, rec.proc_start, rec.markers, grace=REDIS_STOP_GRACE_S)
-        else:
-            return RedisPart((rec,), _env(rec.port))
-    exe = await find_redis_server()
-    version = await redis_version(exe)
-    [port] = free_ports([rec.port if rec else None])
-    pid, ticks = start_redis(single, exe, port)
-    markers = redis_markers(single, port)
-    new = ClusterProcess(
-        name=f"redis-{port}",
-        role="redis",
-        port=port,
-        ports={"client": port},
-        markers=markers,
-        pid=pid,
-        proc_start=ticks,
-        started_at=datetime.now(UTC),
-        version=version,
+    """Reuse the live Redis Cluster of the cluster stack or start it (see the module docstring).
+
+    ``previous`` is not needed: the cluster's own record (``<state>/cluster/redis``) names the
+    nodes, and a cluster missing a node is started afresh (views are rebuilt from the log).
+    """
+    del previous
+    version = await redis_version(await find_redis_server())
+    tls = tls_of(ensure_certificates(paths.certs))
+    state = await start_cluster(paths.redis_dir(), tls=tls)
+    now = datetime.now(UTC)
+    live = await roles(state)
+    processes = tuple(
+        ClusterProcess(
+            name=f"redis-{node.index}",
+            role=f"redis {live.get(node.index, 'node')}",
+            port=node.port,
+            ports={"tls": node.port, "bus": node.bus_port},
+            markers=node.markers(),
+            pid=node.pid,
+            proc_start=node.start_ticks,
+            started_at=now,
+            version=version,
+        )
+        for node in state.nodes
     )
-    try:
-        await wait_redis_ready(single, pid, ticks, port)
-    except BaseException:
-        await terminate(pid, ticks, markers, grace=REDIS_STOP_GRACE_S)
-        raise
-    log.info("stack_cluster_redis_started", pid=pid, port=port)
-    return RedisPart((new,), _env(port))
+    log.info("stack_cluster_redis_ready", nodes=[p.port for p in processes])
+    return RedisPart(processes, cluster_env(state))
 
 
-def _env(port: int) -> dict[str, str]:
-    return {"AGENTLEDGER_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+def cluster_env(state: ClusterState) -> dict[str, str]:
+    """The variables clients set: URL with the ACL user's password, CA file, cluster flag."""
+    return state.env()

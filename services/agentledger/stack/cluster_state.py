@@ -119,4 +119,3 @@ def export_lines(env: Mapping[str, str]) -> list[str]:
 def bootstrap_of(processes: tuple[ClusterProcess, ...]) -> str:
     """The bootstrap list of every broker's client port."""
     return ",".join(f"127.0.0.1:{p.port}" for p in processes)
-

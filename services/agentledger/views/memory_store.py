@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
-from agentledger.errors import ViewsWipedError
+from agentledger.errors import ViewsRegressedError, ViewsWipedError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
@@ -111,19 +111,19 @@ class MemoryViewStore(ViewStore):
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
         name = f"v{secrets.token_hex(4)}"
-        self._hashes.setdefault(self._keys.space(name).progress, {})[BORN_FIELD] = b"1"
+        self._hashes.setdefault(self._keys.space(name).progress(), {})[BORN_FIELD] = b"1"
         self._zset(self._keys.registry)[name] = float(self._clock())
         return name
 
     async def mark_namespace(self, namespace: str) -> None:
         """See :meth:`ViewStore.mark_namespace`."""
-        self._hashes.setdefault(self._keys.space(namespace).progress, {}).setdefault(
+        self._hashes.setdefault(self._keys.space(namespace).progress(), {}).setdefault(
             BORN_FIELD, b"1"
         )
 
     async def is_marked(self, namespace: str) -> bool:
         """See :meth:`ViewStore.is_marked`."""
-        return BORN_FIELD in self._hash(self._keys.space(namespace).progress)
+        return BORN_FIELD in self._hash(self._keys.space(namespace).progress())
 
     async def replace_live(self, old: str, fresh: str) -> str:
         """See :meth:`ViewStore.replace_live`."""
@@ -232,7 +232,7 @@ class MemoryViewStore(ViewStore):
             await self.record_progress(namespace, progress)
 
     def _check_born(self, namespace: str) -> None:
-        if BORN_FIELD not in self._hash(self._keys.space(namespace).progress):
+        if BORN_FIELD not in self._hash(self._keys.space(namespace).progress()):
             msg = f"the progress of namespace {namespace} vanished (wiped?)"
             raise ViewsWipedError(msg, namespace=namespace)
 
@@ -246,23 +246,33 @@ class MemoryViewStore(ViewStore):
                     self._zset(space.status_index(status)).pop(u.run_id, None)
             if u.status is not None:
                 self._zset(space.status_index(u.status))[u.run_id] = float(u.updated_at)
-            intents = self._zset(space.intents_index)
+            intents = self._zset(space.intents_index())
             for key, at in u.open_intents.items():
                 intents[intent_member(u.run_id, key)] = float(at)
             for key in u.closed_intents:
                 intents.pop(intent_member(u.run_id, key), None)
-            parked = self._zset(space.parked_index)
+            parked = self._zset(space.parked_index())
             if u.parked and u.status is not None:
                 parked.setdefault(u.run_id, now)
             else:
                 parked.pop(u.run_id, None)
 
-    async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
+    async def record_progress(
+        self,
+        namespace: str,
+        offsets: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """See :meth:`ViewStore.record_progress`."""
-        if not offsets:
+        if not offsets and not floors:
             return
         self._check_born(namespace)
-        progress = self._hashes.setdefault(self._keys.space(namespace).progress, {})
+        progress = self._hashes.setdefault(self._keys.space(namespace).progress(), {})
+        for (topic, partition), floor in (floors or {}).items():
+            name = progress_field(topic, partition)
+            if int(progress.get(name, b"-1")) < floor:
+                msg = f"progress {name} of {namespace} is below {floor}: writes were lost"
+                raise ViewsRegressedError(msg, namespace=namespace, field=name)
         for (topic, partition), offset in offsets.items():
             name = progress_field(topic, partition)
             if int(progress.get(name, b"-1")) < offset:
@@ -270,12 +280,12 @@ class MemoryViewStore(ViewStore):
 
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
-        raw = self._hash(self._keys.space(namespace).progress)
+        raw = self._hash(self._keys.space(namespace).progress())
         return {parse_progress_field(k): int(v) for k, v in raw.items() if k != BORN_FIELD}
 
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """See :meth:`ViewStore.overdue_parked`."""
-        parked = self._zset(self._keys.space(namespace).parked_index)
+        parked = self._zset(self._keys.space(namespace).parked_index())
         return sorted((r for r, t in parked.items() if t < parked_before), key=parked.__getitem__)
 
     async def drop_finished_before(self, namespace: str, before: int) -> int:
@@ -295,7 +305,7 @@ class MemoryViewStore(ViewStore):
         members: set[str] = set()
         for status in STATUSES:
             members.update(self._zset(space.status_index(status)))
-        intents = self._zset(space.intents_index)
+        intents = self._zset(space.intents_index())
         members.update(parse_intent_member(m)[0] for m in intents)
         gone = sorted(r for r in members if not self._hash(space.run(r)))
         await self.update_indexes(namespace, [IndexUpdate(run_id=r, status=None) for r in gone])
@@ -310,7 +320,7 @@ class MemoryViewStore(ViewStore):
         base = space.pattern[:-1]
         out: dict[str, SnapshotValue] = {}
         for key in self._all_keys():
-            if not key.startswith(base) or key == space.progress:
+            if not key.startswith(base) or key == space.progress():
                 continue
             has_ttl = key in self._expiry
             content: object
@@ -319,7 +329,7 @@ class MemoryViewStore(ViewStore):
             elif key in self._zsets:
                 pairs = sorted(self._zsets[key].items())
                 kind = "zset"
-                content = [m for m, _ in pairs] if key == space.parked_index else pairs
+                content = [m for m, _ in pairs] if key == space.parked_index() else pairs
             else:
                 kind, content = "string", self._strings[key].encode()
             out[space.relative(key)] = (kind, content, has_ttl)
@@ -328,7 +338,7 @@ class MemoryViewStore(ViewStore):
     # --- read side ----------------------------------------------------------------------
 
     async def progress(self, positions: list[Position]) -> bool:
-        """See :meth:`ViewReader.progress`."""
+        """See :meth:`ViewReader.progress()`."""
         wanted = [p for p in positions if p.offset > 0]
         if not wanted:
             return True
@@ -353,7 +363,7 @@ class MemoryViewStore(ViewStore):
         namespace = await self.live_namespace()
         if namespace is None or limit <= 0:
             return []
-        index = self._zset(self._keys.space(namespace).intents_index)
+        index = self._zset(self._keys.space(namespace).intents_index())
         ordered = sorted(index.items(), key=lambda kv: (kv[1], kv[0]))
         found = []
         for member, score in ordered:

@@ -58,7 +58,7 @@ async def snapshot_keys(
             content = {text(k): v for k, v in value.items()}
         elif kind == "zset":
             scored = [(text(m), float(s)) for m, s in value]
-            parked = name == space.parked_index
+            parked = space.is_parked_index(name)
             content = sorted(m for m, _ in scored) if parked else sorted(scored)
         else:
             content = value

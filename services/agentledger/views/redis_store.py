@@ -1,4 +1,5 @@
-"""The Redis view store: one Lua script per run write, indexes and progress right after."""
+"""The Redis view store: a projector batch is one Lua script per slot group (views, indexes and
+progress together); single Redis has one group, Redis Cluster one per run-topic partition."""
 
 from __future__ import annotations
 
@@ -11,16 +12,15 @@ from typing import Any, Self
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from agentledger.errors import UnreachableError, ViewsWipedError
+from agentledger.errors import UnreachableError, ViewsRegressedError, ViewsWipedError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
 from agentledger.redisclient import (
-    CONNECTION_ERRORS,
-    fast_packing,
+    check_mode,
+    is_cluster,
     redacted,
-    redis_failure,
-    redis_options,
+    redis_client,
     tls_hint,
     translated,
 )
@@ -28,9 +28,12 @@ from agentledger.settings import CommonSettings
 from agentledger.views.keys import (
     BORN_FIELD,
     STATUSES,
+    Group,
     Keys,
+    SpaceKeys,
     parse_progress_field,
     progress_field,
+    sharded_name,
 )
 from agentledger.views.layout import (
     Token,
@@ -42,7 +45,7 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
-from agentledger.views.scripts import LOAD_RUN, REPLACE_LIVE, UPDATE_INDEXES, WRITE_RUN
+from agentledger.views.scripts import COMMIT, LOAD_RUN, REPLACE_LIVE, UPDATE_INDEXES, WRITE_RUN
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -56,14 +59,20 @@ from agentledger.views.store import (
 from agentledger.views.support import intent_member, parse_intent_member, retention_ttl
 
 _FIELDS_CACHE = 50_000
+_POSITION = {status: n for n, status in enumerate(STATUSES, start=1)}
+#: One script call: (script, keys, args).
+Call = tuple[str, list[str], list[Any]]
 
 
 class RedisViewStore(ViewStore):
     """Views in Redis under ``<key_prefix>:<namespace>:{RUN}:…`` (see :mod:`.keys`).
 
     ``retention_ms`` (None = forever) is how long a finished run's keys outlive its end.
-    Every Redis call turns a lost, refused or timed-out connection (or a pool with no free
-    connection) into :class:`UnreachableError` naming ``url`` with its password redacted.
+    Namespaces it creates are sharded over ``partitions`` (the run topics' partition count)
+    when ``sharded`` (default: the client is a Redis Cluster client); it reads and writes
+    namespaces of either layout. Every Redis call turns a lost, refused or timed-out connection
+    (or a pool with no free connection) into :class:`UnreachableError` naming ``url`` with its
+    password redacted.
     """
 
     def __init__(
@@ -76,8 +85,12 @@ class RedisViewStore(ViewStore):
         owns_client: bool = False,
         url: str = "redis",
         clock: Callable[[], int] = now_ms,
+        partitions: int | None = None,
+        sharded: bool | None = None,
     ) -> None:
         self._redis = client
+        self._sharded = is_cluster(client) if sharded is None else sharded
+        self._partitions = partitions
         self._keys = Keys(key_prefix)
         self._codec = codec or EventCodec()
         self._retention_ms = retention_ms
@@ -100,10 +113,9 @@ class RedisViewStore(ViewStore):
         settings: CommonSettings | None = None,
     ) -> RedisViewStore:
         """A store owning a new client for ``url`` (closed by :meth:`close`); ``settings`` give
-        the TLS options (:func:`~agentledger.redisclient.redis_options`)."""
-        client = fast_packing(
-            aioredis.Redis.from_url(url, decode_responses=False, **redis_options(settings, url))
-        )
+        the TLS options (:func:`~agentledger.redisclient.redis_options`), whether Redis is a
+        cluster (then namespaces are sharded over ``settings.run_partitions``)."""
+        client = redis_client(url, settings=settings)
         return cls(
             client,
             key_prefix=key_prefix,
@@ -112,18 +124,19 @@ class RedisViewStore(ViewStore):
             owns_client=True,
             url=url,
             clock=clock,
+            partitions=None if settings is None else settings.run_partitions,
         )
 
     async def __aenter__(self) -> Self:
         try:
-            await self._redis.ping()
-        except CONNECTION_ERRORS as e:
+            await check_mode(self._redis, endpoint=self._url)
+        except UnreachableError as e:
             await self.close()
-            failure = redis_failure(e, self._url)
-            if isinstance(failure, UnreachableError):
-                hint = "is redis-server running?" + tls_hint(self._url)
-                raise UnreachableError("Redis", self._url, hint) from e
-            raise failure from e
+            hint = "is redis-server running?" + tls_hint(self._url)
+            raise UnreachableError("Redis", self._url, hint) from e
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(
@@ -161,12 +174,13 @@ class RedisViewStore(ViewStore):
             self._shas[script] = sha
         return sha
 
-    async def _run_pipeline(self, calls: list[tuple[str, list[str], list[Any]]]) -> list[Any]:
+    async def _run_pipeline(self, calls: list[Call]) -> list[Any]:
         """EVALSHA each (script, keys, args) in one pipeline; reload scripts once if flushed."""
         for attempt in (1, 2):
             pipe = self._redis.pipeline(transaction=False)
             for script, keys, args in calls:
-                pipe.evalsha(await self._sha(script), len(keys), *keys, *args)
+                # cluster pipelines block .evalsha; the raw command is routed by its key
+                pipe.execute_command("EVALSHA", await self._sha(script), len(keys), *keys, *args)
             try:
                 return list(await pipe.execute())
             except NoScriptError:
@@ -191,19 +205,36 @@ class RedisViewStore(ViewStore):
     async def create_namespace(self) -> str:
         """See :meth:`ViewStore.create_namespace`."""
         name = f"v{secrets.token_hex(4)}"
-        await self._redis.hset(self._keys.space(name).progress, BORN_FIELD, self._clock())
+        if self._sharded:
+            if not self._partitions:
+                msg = "a sharded view store needs the run topics' partition count to create views"
+                raise ValueError(msg)
+            name = sharded_name(name, self._partitions)
+        space = self._keys.space(name)
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            pipe.hset(space.progress(group), BORN_FIELD, self._clock())
+        await pipe.execute()
         await self._redis.zadd(self._keys.registry, {name: self._clock()})
         return name
 
     @translated
     async def mark_namespace(self, namespace: str) -> None:
         """See :meth:`ViewStore.mark_namespace`."""
-        await self._redis.hsetnx(self._keys.space(namespace).progress, BORN_FIELD, self._clock())
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            pipe.hsetnx(space.progress(group), BORN_FIELD, self._clock())
+        await pipe.execute()
 
     @translated
     async def is_marked(self, namespace: str) -> bool:
         """See :meth:`ViewStore.is_marked`."""
-        return bool(await self._redis.hexists(self._keys.space(namespace).progress, BORN_FIELD))
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            pipe.hexists(space.progress(group), BORN_FIELD)
+        return all(bool(x) for x in await pipe.execute())
 
     @translated
     async def replace_live(self, old: str, fresh: str) -> str:
@@ -261,44 +292,57 @@ class RedisViewStore(ViewStore):
 
     @translated
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
-        """See :meth:`ViewStore.write_runs`.
-
-        Run-hash fields unchanged since this store last wrote (or read) the run at the same
-        token are not sent again: equal tokens mean the same applied events, hence equal fields.
-        """
+        """See :meth:`ViewStore.write_runs` (one script per run, all pipelined)."""
         space = self._keys.space(namespace)
         now = self._clock()
-        calls = []
-        fresh: list[dict[str, bytes]] = []
-        for w in writes:
-            fields = encode_run(w.view, len(w.parked))
-            fresh.append(fields)
-            known = self._fields.get((namespace, w.run_id))
-            sent = fields
-            if known is not None and w.expected is not None and known[0] == w.expected:
-                sent = {k: v for k, v in fields.items() if known[1].get(k) != v}
-            calls.append((WRITE_RUN, space.run_keys(w.run_id), self._write_args(w, sent, now)))
+        prepared = [self._prepare(namespace, w, now) for w in writes]
+        calls: list[Call] = [
+            (WRITE_RUN, space.run_keys(w.run_id), args)
+            for w, (_, args, _) in zip(writes, prepared, strict=True)
+        ]
         outcome = WriteOutcome()
         results = await self._run_pipeline(calls)
-        for write, fields, result in zip(writes, fresh, results, strict=True):
-            cache_key = (namespace, write.run_id)
-            self._fields.pop(cache_key, None)
+        for write, (fields, _, _), result in zip(writes, prepared, results, strict=True):
             if result == 0:
                 outcome.conflicts.add(write.run_id)
             elif result == 2:
                 outcome.expired.add(write.run_id)
-            else:
-                self._remember(cache_key, (write.view.applied_seq, len(write.parked)), fields)
+            self._settle(namespace, write, fields, written=result == 1)
         return outcome
+
+    def _prepare(
+        self, namespace: str, w: RunWrite, now: int
+    ) -> tuple[dict[str, bytes], list[Any], bool]:
+        """The run's fresh fields, its WRITE_RUN arguments, and whether it is past retention.
+
+        Run-hash fields unchanged since this store last wrote (or read) the run at the same
+        token are not sent again: equal tokens mean the same applied events, hence equal fields.
+        """
+        fields = encode_run(w.view, len(w.parked))
+        known = self._fields.get((namespace, w.run_id))
+        sent = fields
+        if known is not None and w.expected is not None and known[0] == w.expected:
+            sent = {k: v for k, v in fields.items() if known[1].get(k) != v}
+        ttl = retention_ttl(w.view, self._retention_ms, now)
+        return fields, self._write_args(w, sent, ttl), ttl is not None and ttl <= 0
+
+    def _settle(
+        self, namespace: str, w: RunWrite, fields: dict[str, bytes], *, written: bool
+    ) -> None:
+        cache_key = (namespace, w.run_id)
+        self._fields.pop(cache_key, None)
+        if written:
+            self._remember(cache_key, (w.view.applied_seq, len(w.parked)), fields)
 
     def _remember(self, key: tuple[str, str], token: Token, fields: dict[str, bytes]) -> None:
         self._fields[key] = (token, fields)
         while len(self._fields) > _FIELDS_CACHE:
             self._fields.popitem(last=False)
 
-    def _write_args(self, write: RunWrite, run_fields: dict[str, bytes], now: int) -> list[Any]:
+    def _write_args(
+        self, write: RunWrite, run_fields: dict[str, bytes], ttl: int | None
+    ) -> list[Any]:
         view = write.view
-        ttl = retention_ttl(view, self._retention_ms, now)
         steps = {str(i): encode_step(view.steps[i]) for i in sorted(write.steps) if i in view.steps}
         effects = {
             k: encode_effect(view.effects[k]) for k in sorted(write.effects) if k in view.effects
@@ -326,6 +370,38 @@ class RedisViewStore(ViewStore):
 
     # --- indexes and progress -----------------------------------------------------------
 
+    @staticmethod
+    def _index_keys(space: SpaceKeys, group: Group) -> list[str]:
+        keys = [space.status_index(s, group) for s in STATUSES]
+        return [*keys, space.intents_index(group), space.parked_index(group), space.progress(group)]
+
+    @staticmethod
+    def _index_args(u: IndexUpdate) -> list[Any]:
+        drops = STATUSES if u.status is None else u.drop_statuses
+        dropped = [_POSITION[s] for s in drops if s != u.status and s in _POSITION]
+        status = "" if u.status is None else _POSITION.get(u.status)
+        if status is None:
+            msg = f"run {u.run_id}: status {u.status!r} is not one of {STATUSES}"
+            raise ValueError(msg)
+        args: list[Any] = [u.run_id, status, u.updated_at, len(dropped), *dropped]
+        args.append(len(u.open_intents))
+        for key, at in u.open_intents.items():
+            args += [intent_member(u.run_id, key), at]
+        args.append(len(u.closed_intents))
+        args += [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
+        args.append("1" if u.parked else "0")
+        return args
+
+    @staticmethod
+    def _progress_by_group(
+        space: SpaceKeys, progress: Mapping[TopicPartition, int] | None
+    ) -> dict[Group, list[tuple[str, int]]]:
+        found: dict[Group, list[tuple[str, int]]] = {}
+        for (topic, partition), offset in sorted((progress or {}).items()):
+            group = space.group_of_partition(partition)
+            found.setdefault(group, []).append((progress_field(topic, partition), offset))
+        return found
+
     @translated
     async def update_indexes(
         self,
@@ -333,61 +409,174 @@ class RedisViewStore(ViewStore):
         updates: Sequence[IndexUpdate],
         progress: Mapping[TopicPartition, int] | None = None,
     ) -> None:
-        """See :meth:`ViewStore.update_indexes` (one script: indexes and progress share a slot)."""
+        """See :meth:`ViewStore.update_indexes` (one script per slot group: a group's indexes
+        and progress share its slot)."""
         if not updates and not progress:
             return
         space = self._keys.space(namespace)
-        position = {status: n for n, status in enumerate(STATUSES, start=1)}
-        keys = [space.status_index(s) for s in STATUSES]
-        keys += [space.intents_index, space.parked_index, space.progress]
-        args: list[Any] = [self._clock(), len(progress or {})]
-        for (topic, partition), offset in sorted((progress or {}).items()):
-            args += [progress_field(topic, partition), offset]
+        by_group: dict[Group, list[IndexUpdate]] = {}
         for u in updates:
-            drops = STATUSES if u.status is None else u.drop_statuses
-            dropped = [position[s] for s in drops if s != u.status and s in position]
-            status = "" if u.status is None else position.get(u.status)
-            if status is None:
-                msg = f"run {u.run_id}: status {u.status!r} is not one of {STATUSES}"
-                raise ValueError(msg)
-            args += [u.run_id, status, u.updated_at, len(dropped), *dropped]
-            args.append(len(u.open_intents))
-            for key, at in u.open_intents.items():
-                args += [intent_member(u.run_id, key), at]
-            args.append(len(u.closed_intents))
-            args += [intent_member(u.run_id, k) for k in sorted(u.closed_intents)]
-            args.append("1" if u.parked else "0")
-        (done,) = await self._run_pipeline([(UPDATE_INDEXES, keys, args)])
-        if done == 0:
+            by_group.setdefault(space.group_of(u.run_id), []).append(u)
+        fields = self._progress_by_group(space, progress)
+        calls: list[Call] = []
+        for group in sorted(set(by_group) | set(fields), key=_group_order):
+            pairs_ = fields.get(group, [])
+            args: list[Any] = [self._clock(), len(pairs_)]
+            for name, offset in pairs_:
+                args += [name, offset]
+            for u in by_group.get(group, []):
+                args += self._index_args(u)
+            calls.append((UPDATE_INDEXES, self._index_keys(space, group), args))
+        if any(done == 0 for done in await self._run_pipeline(calls)):
             msg = f"the progress of namespace {namespace} vanished (Redis wiped?)"
             raise ViewsWipedError(msg, namespace=namespace)
 
+    def commit_calls(
+        self,
+        namespace: str,
+        writes: Sequence[RunWrite],
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> list[tuple[Call, list[RunWrite], list[str], list[dict[str, bytes]]]]:
+        """The COMMIT calls of a batch, one per slot group: (call, its writes, every run it
+        covers, the writes' fresh fields). Pure but for the field cache it reads."""
+        space = self._keys.space(namespace)
+        now = self._clock()
+        writes_by: dict[Group, list[RunWrite]] = {}
+        for w in writes:
+            writes_by.setdefault(space.group_of(w.run_id), []).append(w)
+        updates_by: dict[Group, dict[str, IndexUpdate]] = {}
+        for u in updates:
+            updates_by.setdefault(space.group_of(u.run_id), {})[u.run_id] = u
+        fields = self._progress_by_group(space, progress)
+        floor_of = {progress_field(t, p): f for (t, p), f in (floors or {}).items()}
+        for topic, partition in floors or {}:
+            name = progress_field(topic, partition)
+            group = space.group_of_partition(partition)
+            if name not in {n for n, _ in fields.get(group, [])}:
+                fields.setdefault(group, []).append((name, -1))
+        calls = []
+        groups = set(writes_by) | set(updates_by) | set(fields)
+        for group in sorted(groups, key=_group_order):
+            keys: list[str] = []
+            group_writes = writes_by.get(group, [])
+            group_updates = dict(updates_by.get(group, {}))
+            pairs_ = fields.get(group, [])
+            args: list[Any] = [now, len(group_writes), len(pairs_)]
+            for name, offset in pairs_:
+                args += [name, max(offset, 0), floor_of.get(name, "")]
+            fresh = []
+            for w in group_writes:
+                run_fields, write_args, expired = self._prepare(namespace, w, now)
+                fresh.append(run_fields)
+                keys += space.run_keys(w.run_id)
+                args += write_args
+                if expired:
+                    group_updates[w.run_id] = IndexUpdate(
+                        run_id=w.run_id, status=None, closed_intents=frozenset(w.view.effects)
+                    )
+            for u in group_updates.values():
+                args += self._index_args(u)
+            keys += self._index_keys(space, group)
+            covered = sorted({w.run_id for w in group_writes} | set(group_updates))
+            calls.append(((COMMIT, keys, args), group_writes, covered, fresh))
+        return calls
+
     @translated
-    async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
+    async def commit(
+        self,
+        namespace: str,
+        writes: Sequence[RunWrite],
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> WriteOutcome:
+        """See :meth:`ViewStore.commit`: one COMMIT script per slot group, all pipelined (one
+        round trip; on single Redis a plain namespace is one group, hence one script)."""
+        planned = self.commit_calls(namespace, writes, updates, progress, floors)
+        outcome = WriteOutcome()
+        if not planned:
+            return outcome
+        results = await self._run_pipeline([call for call, _, _, _ in planned])
+        wiped = regressed = None
+        for (_, group_writes, covered, fresh), reply in zip(planned, results, strict=True):
+            code = int(reply[0])
+            numbers = {int(n) for n in reply[1:]} if code in (0, 1) else set()
+            if code == -1:
+                wiped = namespace
+            elif code == -2:
+                regressed = text(reply[1])
+            if code != 1:
+                outcome.unwritten.update(covered)
+            for n, (w, run_fields) in enumerate(zip(group_writes, fresh, strict=True), start=1):
+                if code == 0 and n in numbers:
+                    outcome.conflicts.add(w.run_id)
+                if code == 1 and n in numbers:
+                    outcome.expired.add(w.run_id)
+                self._settle(namespace, w, run_fields, written=code == 1 and n not in numbers)
+        if wiped is not None:
+            msg = f"the progress of namespace {namespace} vanished (Redis wiped?)"
+            raise ViewsWipedError(msg, namespace=namespace)
+        if regressed is not None:
+            msg = (
+                f"progress {regressed} of namespace {namespace} is below what was stored before "
+                "(a Redis failover lost writes): re-applying from the stored progress"
+            )
+            raise ViewsRegressedError(msg, namespace=namespace, field=regressed)
+        return outcome
+
+    @translated
+    async def record_progress(
+        self,
+        namespace: str,
+        offsets: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """See :meth:`ViewStore.record_progress`."""
-        await self.update_indexes(namespace, [], offsets)
+        if offsets or floors:
+            await self.commit(namespace, [], [], offsets, floors)
+
+    async def _each_group(
+        self, space: SpaceKeys, command: Callable[[Any, Group], Any]
+    ) -> list[Any]:
+        """``command(pipe, group)`` for every group of ``space``, in one pipeline."""
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            command(pipe, group)
+        return list(await pipe.execute())
 
     @translated
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
-        raw = await self._redis.hgetall(self._keys.space(namespace).progress)
-        return {
-            parse_progress_field(text(k)): int(v) for k, v in raw.items() if text(k) != BORN_FIELD
-        }
+        space = self._keys.space(namespace)
+        found: dict[TopicPartition, int] = {}
+        for raw in await self._each_group(space, lambda p, g: p.hgetall(space.progress(g))):
+            for k, v in raw.items():
+                if text(k) != BORN_FIELD:
+                    found[parse_progress_field(text(k))] = int(v)
+        return found
 
     @translated
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """See :meth:`ViewStore.overdue_parked`."""
-        key = self._keys.space(namespace).parked_index
-        return texts(await self._redis.zrangebyscore(key, "-inf", f"({parked_before}"))
+        space = self._keys.space(namespace)
+        replies = await self._each_group(
+            space,
+            lambda p, g: p.zrangebyscore(
+                space.parked_index(g), "-inf", f"({parked_before}", withscores=True
+            ),
+        )
+        return [text(m) for m, _ in _merged(replies)]
 
     @translated
     async def drop_finished_before(self, namespace: str, before: int) -> int:
         """See :meth:`ViewStore.drop_finished_before`."""
         space = self._keys.space(namespace)
-        pipe = self._redis.pipeline(transaction=True)
-        for status in sorted(FINISHED_STATUSES):
-            pipe.zremrangebyscore(space.status_index(status), "-inf", f"({before}")
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            for status in sorted(FINISHED_STATUSES):
+                pipe.zremrangebyscore(space.status_index(status, group), "-inf", f"({before}")
         return sum(int(n) for n in await pipe.execute())
 
     @translated
@@ -395,9 +584,19 @@ class RedisViewStore(ViewStore):
         """See :meth:`ViewStore.prune`."""
         space = self._keys.space(namespace)
         members: set[str] = set()
-        for status in STATUSES:
-            members.update(texts(await self._redis.zrange(space.status_index(status), 0, -1)))
-        intents = texts(await self._redis.zrange(space.intents_index, 0, -1))
+        intents: list[str] = []
+        pipe = self._redis.pipeline(transaction=False)
+        for group in space.groups:
+            for status in STATUSES:
+                pipe.zrange(space.status_index(status, group), 0, -1)
+            pipe.zrange(space.intents_index(group), 0, -1)
+        replies = list(await pipe.execute())
+        per_group = len(STATUSES) + 1
+        for n, reply in enumerate(replies):
+            if n % per_group == len(STATUSES):
+                intents += texts(reply)
+            else:
+                members.update(texts(reply))
         members.update(parse_intent_member(m)[0] for m in intents)
         ordered = sorted(members)
         pipe = self._redis.pipeline(transaction=False)
@@ -406,13 +605,17 @@ class RedisViewStore(ViewStore):
         gone = [r for r, exists in zip(ordered, await pipe.execute(), strict=True) if not exists]
         if gone:
             gone_set = set(gone)
-            closed = [m for m in intents if parse_intent_member(m)[0] in gone_set]
+            closed: dict[Group, list[str]] = {}
+            for m in intents:
+                run_id = parse_intent_member(m)[0]
+                if run_id in gone_set:
+                    closed.setdefault(space.group_of(run_id), []).append(m)
             await self.update_indexes(
                 namespace,
                 [IndexUpdate(run_id=r, status=None) for r in gone],
             )
-            if closed:
-                await self._redis.zrem(space.intents_index, *closed)
+            for group, found in closed.items():
+                await self._redis.zrem(space.intents_index(group), *found)
         return len(gone)
 
     # --- verify -------------------------------------------------------------------------
@@ -423,7 +626,7 @@ class RedisViewStore(ViewStore):
         space = self._keys.space(namespace)
         result: dict[str, SnapshotValue] = {}
         async for chunk in scan_chunks(self._redis, space.pattern):
-            names = [k.decode() for k in chunk if k.decode() != space.progress]
+            names = [k.decode() for k in chunk if not space.is_progress(k.decode())]
             result.update(await snapshot_keys(self._redis, space, names))
         return result
 
@@ -438,8 +641,12 @@ class RedisViewStore(ViewStore):
         namespace = await self.live_namespace()
         if namespace is None:
             return False
-        fields = [progress_field(p.topic, p.partition) for p in wanted]
-        raw = await self._redis.hmget(self._keys.space(namespace).progress, fields)
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=False)
+        for p in wanted:
+            group = space.group_of_partition(p.partition)
+            pipe.hget(space.progress(group), progress_field(p.topic, p.partition))
+        raw = await pipe.execute()
         return all(v is not None and int(v) >= p.offset for p, v in zip(wanted, raw, strict=True))
 
     @translated
@@ -448,8 +655,12 @@ class RedisViewStore(ViewStore):
         namespace = await self.live_namespace()
         if namespace is None or limit <= 0:
             return []
-        key = self._keys.space(namespace).status_index(status)
-        return texts(await self._redis.zrange(key, 0, limit - 1))
+        space = self._keys.space(namespace)
+        replies = await self._each_group(
+            space,
+            lambda p, g: p.zrange(space.status_index(status, g), 0, limit - 1, withscores=True),
+        )
+        return [text(m) for m, _ in _merged(replies)[:limit]]
 
     @translated
     async def open_intents(
@@ -459,13 +670,26 @@ class RedisViewStore(ViewStore):
         namespace = await self.live_namespace()
         if namespace is None or limit <= 0:
             return []
-        key = self._keys.space(namespace).intents_index
+        space = self._keys.space(namespace)
         top = "+inf" if older_than is None else f"({older_than}"
-        raw: list[Any] = list(
-            await self._redis.zrangebyscore(key, "-inf", top, start=0, num=limit, withscores=True)
+        replies = await self._each_group(
+            space,
+            lambda p, g: p.zrangebyscore(
+                space.intents_index(g), "-inf", top, start=0, num=limit, withscores=True
+            ),
         )
         found = []
-        for member, score in raw:
+        for member, score in _merged(replies)[:limit]:
             run_id, idem = parse_intent_member(text(member))
             found.append(OpenIntent(run_id=run_id, idempotency_key=idem, intended_at=int(score)))
         return found
+
+
+def _group_order(group: Group) -> int:
+    return -1 if group is None else group
+
+
+def _merged(replies: list[Any]) -> list[tuple[bytes, float]]:
+    """(member, score) replies of several groups' sorted sets, in one (score, member) order."""
+    items = [(m, float(sc)) for reply in replies for m, sc in reply]
+    return sorted(items, key=lambda x: (x[1], x[0]))

@@ -1,4 +1,5 @@
-"""Lua scripts of the Redis view store; each touches the keys of one hash slot only."""
+"""Lua scripts of the Redis view store; each call touches the keys of one hash slot only
+(a plain namespace on a single Redis may pass one COMMIT the keys of many slots)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,137 @@ for p = 1, n_progress do
   end
 end
 return 1
+"""
+
+#: One slot group's share of a projector batch, all or nothing: the runs' views (each guarded by
+#: its token), their index entries and the group's progress (DESIGN.md §14).
+#: KEYS: 4 per written run (run, steps, effects, parked), then the status indexes in
+#: keys.STATUSES order, intents, parked, progress.
+#: ARGV: now ms, #writes, #progress, then (field, offset, floor) per progress field (floor ''
+#: = none; the stored offset must be >= floor), then per write the arguments of WRITE_RUN
+#: (expected applied_seq, expected parked, ttl, #run, #steps, #effects, replace parked,
+#: #parked, pairs), then the index entries as UPDATE_INDEXES takes them (status positions
+#: count from the first status index).
+#: Returns {1, expired write numbers...}, {0, conflicting write numbers...} (nothing written),
+#: {-1} (the progress lost its '_born' mark: a wipe) or {-2, field} (progress below its floor:
+#: a failover lost writes of this slot).
+COMMIT = """
+local n_writes = tonumber(ARGV[2])
+local n_progress = tonumber(ARGV[3])
+local first_index = 4 * n_writes
+local n_status = #KEYS - first_index - 3
+local intents = KEYS[first_index + n_status + 1]
+local parked = KEYS[first_index + n_status + 2]
+local progress = KEYS[first_index + n_status + 3]
+if redis.call('HEXISTS', progress, '_born') == 0 then
+  return {-1}
+end
+local i = 4
+for _ = 1, n_progress do
+  local floor = ARGV[i + 2]
+  if floor ~= '' then
+    local cur = redis.call('HGET', progress, ARGV[i])
+    if (not cur) or tonumber(cur) < tonumber(floor) then
+      return {-2, ARGV[i]}
+    end
+  end
+  i = i + 3
+end
+local starts = {}
+local conflicts = {0}
+local pos = i
+for w = 1, n_writes do
+  starts[w] = pos
+  local key = KEYS[4 * (w - 1) + 1]
+  local cur_a = redis.call('HGET', key, 'applied_seq') or ''
+  local cur_p = redis.call('HGET', key, '_parked') or ''
+  if cur_a ~= ARGV[pos] or cur_p ~= ARGV[pos + 1] then
+    conflicts[#conflicts + 1] = w
+  end
+  local pairs_n = tonumber(ARGV[pos + 3]) + tonumber(ARGV[pos + 4]) + tonumber(ARGV[pos + 5])
+    + tonumber(ARGV[pos + 7])
+  pos = pos + 8 + 2 * pairs_n
+end
+if #conflicts > 1 then
+  return conflicts
+end
+local done = {1}
+for w = 1, n_writes do
+  local at = starts[w]
+  local k = 4 * (w - 1)
+  local ttl = ARGV[at + 2]
+  if ttl ~= '' and tonumber(ttl) <= 0 then
+    redis.call('DEL', KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4])
+    done[#done + 1] = w
+  else
+    local p = at + 8
+    local function hset_pairs(key, n)
+      local put = 0
+      while put < n do
+        local take = math.min(n - put, 1000)
+        local first = p + 2 * put
+        redis.call('HSET', key, unpack(ARGV, first, first + 2 * take - 1))
+        put = put + take
+      end
+      p = p + 2 * n
+    end
+    hset_pairs(KEYS[k + 1], tonumber(ARGV[at + 3]))
+    hset_pairs(KEYS[k + 2], tonumber(ARGV[at + 4]))
+    hset_pairs(KEYS[k + 3], tonumber(ARGV[at + 5]))
+    if ARGV[at + 6] == '1' then
+      redis.call('DEL', KEYS[k + 4])
+      hset_pairs(KEYS[k + 4], tonumber(ARGV[at + 7]))
+    end
+    if ttl ~= '' then
+      for part = 1, 4 do
+        redis.call('PEXPIRE', KEYS[k + part], ttl)
+      end
+    end
+  end
+end
+local now = ARGV[1]
+i = pos
+while i <= #ARGV do
+  local run = ARGV[i]
+  local status = ARGV[i + 1]
+  local score = ARGV[i + 2]
+  local n_drop = tonumber(ARGV[i + 3])
+  i = i + 4
+  for _ = 1, n_drop do
+    redis.call('ZREM', KEYS[first_index + tonumber(ARGV[i])], run)
+    i = i + 1
+  end
+  if status ~= '' then
+    redis.call('ZADD', KEYS[first_index + tonumber(status)], score, run)
+  end
+  local n_open = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n_open do
+    redis.call('ZADD', intents, ARGV[i + 1], ARGV[i])
+    i = i + 2
+  end
+  local n_closed = tonumber(ARGV[i])
+  i = i + 1
+  for _ = 1, n_closed do
+    redis.call('ZREM', intents, ARGV[i])
+    i = i + 1
+  end
+  if ARGV[i] == '1' and status ~= '' then
+    redis.call('ZADD', parked, 'NX', now, run)
+  else
+    redis.call('ZREM', parked, run)
+  end
+  i = i + 1
+end
+i = 4
+for _ = 1, n_progress do
+  local cur = redis.call('HGET', progress, ARGV[i])
+  if not cur or tonumber(cur) < tonumber(ARGV[i + 1]) then
+    redis.call('HSET', progress, ARGV[i], ARGV[i + 1])
+  end
+  i = i + 3
+end
+return done
 """
 
 #: Point at a fresh namespace unless somebody already pointed elsewhere.

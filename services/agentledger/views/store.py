@@ -57,11 +57,13 @@ class RunWrite:
 
 
 class WriteOutcome:
-    """Result of :meth:`ViewStore.write_runs`: runs that conflicted and runs that expired."""
+    """Result of :meth:`ViewStore.write_runs` / :meth:`ViewStore.commit`: runs that conflicted,
+    runs that expired, and (commit) every run left unwritten with its slot group."""
 
     def __init__(self) -> None:
         self.conflicts: set[str] = set()
         self.expired: set[str] = set()
+        self.unwritten: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,50 @@ class ViewStore(ViewReader):
         mark: its progress vanished, so views written now would be partial.
         """
 
+    async def commit(
+        self,
+        namespace: str,
+        writes: Sequence[RunWrite],
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> WriteOutcome:
+        """Store a batch: the runs, their index entries and ``progress``.
+
+        A run whose token moved is a conflict; it, and whatever the store writes in the same
+        atomic step as it, is left unwritten (``outcome.unwritten``): neither its index entries
+        nor the progress covering it are written, so the caller refolds and commits those runs
+        again. An index entry of a run that expired (past retention) becomes its removal.
+        ``floors`` are offsets the stored progress must have reached (else
+        :class:`ViewsRegressedError`, nothing of the partition written). Stores that can do
+        all of it in one atomic step override this (the Redis store: one per slot group).
+        """
+        if floors:
+            await self.record_progress(namespace, {}, floors)
+        outcome = await self.write_runs(namespace, writes)
+        views = {w.run_id: w.view for w in writes}
+        kept = [
+            IndexUpdate(
+                run_id=u.run_id, status=None, closed_intents=frozenset(views[u.run_id].effects)
+            )
+            if u.run_id in outcome.expired
+            else u
+            for u in updates
+            if u.run_id not in outcome.conflicts
+        ]
+        outcome.unwritten = set(outcome.conflicts)
+        await self.update_indexes(namespace, kept, None if outcome.conflicts else progress)
+        return outcome
+
     @abstractmethod
-    async def record_progress(self, namespace: str, offsets: Mapping[TopicPartition, int]) -> None:
-        """Raise each partition's applied-up-to offset (never lowers it)."""
+    async def record_progress(
+        self,
+        namespace: str,
+        offsets: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Raise each partition's applied-up-to offset (never lowers it); first check that the
+        stored progress reached ``floors`` (else :class:`ViewsRegressedError`, nothing raised)."""
 
     @abstractmethod
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
