@@ -27,9 +27,13 @@ class UnreachableError(AgentLedgerError):
 
     retryable: ClassVar[bool] = True
 
-    def __init__(self, what: str, endpoint: str, hint: str = "") -> None:
+    def __init__(
+        self, what: str, endpoint: str, hint: str = "", *, waited_s: float | None = None
+    ) -> None:
         self.what = what
         self.endpoint = endpoint
+        #: How long the caller waited for it (its outage budget), when it waited at all.
+        self.waited_s = waited_s
         message = f"{what} at {endpoint} is unreachable"
         super().__init__(f"{message}: {hint}" if hint else message)
 

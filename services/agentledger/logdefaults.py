@@ -9,6 +9,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from agentledger.outage import ConnectionNoiseFilter
+
 
 class CurrentStderr:
     """A stream that writes to whatever ``sys.stderr`` is at the time of each write.
@@ -69,6 +71,9 @@ def configure_logging(
     )
     # Third-party libraries (aiokafka, faust) log through the standard library.
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=out, force=True)
+    for handler in logging.getLogger().handlers:
+        # aiokafka logs every reconnection attempt; the outage waiter says it in one line.
+        handler.addFilter(ConnectionNoiseFilter())
 
 
 def warnings_on_stderr_by_default() -> None:

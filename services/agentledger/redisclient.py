@@ -11,6 +11,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 
 from agentledger.errors import AgentLedgerError, ConfigurationError, UnreachableError
+from agentledger.outage import ride_out
 from agentledger.redaction import redacted_url
 
 if TYPE_CHECKING:
@@ -208,6 +209,10 @@ class HasEndpoint(Protocol):
     def endpoint(self) -> str:
         """The Redis URL without its password."""
 
+    @property
+    def outage_budget_s(self) -> float:
+        """How long a lost connection is waited out before UnreachableError (0: not at all)."""
+
 
 S = TypeVar("S", bound=HasEndpoint)
 
@@ -252,16 +257,32 @@ def _first_line(error: BaseException) -> str:
     return str(error).splitlines()[0][:200] if str(error) else type(error).__name__
 
 
+async def riding_out(call: Callable[[], Awaitable[R]], endpoint: str, budget_s: float) -> R:
+    """``await call()`` with connection failures translated (:func:`redis_failure`) and, while
+    Redis is unreachable, tried again with backoff up to ``budget_s`` (``call`` must be safe
+    to repeat: a read, or a write whose second run changes nothing more)."""
+
+    async def once() -> R:
+        try:
+            return await call()
+        except CONNECTION_ERRORS as e:
+            raise redis_failure(e, endpoint) from e
+
+    return await ride_out(once, dependency="Redis", endpoint=endpoint, budget_s=budget_s)
+
+
 def translated(
     method: Callable[Concatenate[S, P], Awaitable[R]],
 ) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
-    """Wrap an async method so connection-level Redis failures become UnreachableError."""
+    """Wrap an async method so connection-level Redis failures become UnreachableError, after
+    waiting the outage out for up to ``self.outage_budget_s`` (the method is called again: it
+    must be safe to repeat, as the view store's are: reads, and writes guarded by what was
+    applied)."""
 
     @functools.wraps(method)
     async def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await method(self, *args, **kwargs)
-        except CONNECTION_ERRORS as e:
-            raise redis_failure(e, self.endpoint) from e
+        return await riding_out(
+            lambda: method(self, *args, **kwargs), self.endpoint, self.outage_budget_s
+        )
 
     return guarded

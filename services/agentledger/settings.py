@@ -146,6 +146,15 @@ class CommonSettings(BaseSettings):
         ge=1_000,
         description="how long a publish waits for its commit before failing (outcome unknown)",
     )
+    outage_budget_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=86_400,
+        description=(
+            "how long a lost Kafka or Redis connection is waited out (with backoff) before the "
+            "component fails with UnreachableError; 0 fails at the first failure"
+        ),
+    )
     kafka_txn_retry_backoff_ms: float = Field(
         default=1.0,
         gt=0,

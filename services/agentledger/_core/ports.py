@@ -42,13 +42,20 @@ class WorkerPorts:
             max_connections=settings.redis_max_connections,
             wait_s=settings.redis_pool_wait_s,
         )
-        self.leases = RedisLeaseStore(self.redis, key_prefix=prefix, endpoint=endpoint)
+        budget = settings.outage_budget_s
+        self.leases = RedisLeaseStore(
+            self.redis, key_prefix=prefix, endpoint=endpoint, outage_budget_s=budget
+        )
         #: Which runs were ever opened (``Ledger.from_settings(..., runs=ports.runs)``).
-        self.runs = RedisRunIndex(self.redis, key_prefix=prefix, endpoint=endpoint)
+        self.runs = RedisRunIndex(
+            self.redis, key_prefix=prefix, endpoint=endpoint, outage_budget_s=budget
+        )
         self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
         self._own_views: RedisViewStore | None = None
         if views is None and settings.use_views:
-            self._own_views = RedisViewStore(self.redis, key_prefix=prefix, url=endpoint)
+            self._own_views = RedisViewStore(
+                self.redis, key_prefix=prefix, url=endpoint, outage_budget_s=budget
+            )
         self.views: ViewReader | None = views or self._own_views
         self._started = False
         self._stopped = False

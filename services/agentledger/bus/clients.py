@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from aiokafka.errors import KafkaError
 
 from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
+from agentledger.outage import ride_out
 from agentledger.settings import CommonSettings
 
 _log = structlog.get_logger(__name__)
@@ -23,6 +24,9 @@ class _Client(Protocol):
     async def start(self) -> Any: ...
 
     async def stop(self) -> Any: ...
+
+
+C = TypeVar("C", bound=_Client)
 
 
 class _ConnectFailures(logging.Filter):
@@ -102,6 +106,32 @@ async def start_client(
     except BaseException:
         await stop_client(client)
         raise
+
+
+async def started(
+    make: Callable[[], C],
+    *,
+    bootstrap: str,
+    timeout_ms: int,
+    role: str,
+    budget_s: float,
+    settings: CommonSettings | None = None,
+) -> C:
+    """A client made by ``make`` and started (see :func:`start_client`); while the broker is
+    unreachable, a fresh client is made and started again until the outage budget is spent.
+
+    A fresh one each time: an aiokafka client that failed to start was stopped, and a stopped
+    client cannot start again. A security mistake (ConfigurationError) is not waited out.
+    """
+
+    async def attempt() -> C:
+        client = make()
+        await start_client(
+            client, bootstrap=bootstrap, timeout_ms=timeout_ms, role=role, settings=settings
+        )
+        return client
+
+    return await ride_out(attempt, dependency="Kafka", endpoint=bootstrap, budget_s=budget_s)
 
 
 async def stop_client(client: _Client) -> None:

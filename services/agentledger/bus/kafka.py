@@ -6,6 +6,14 @@ commit), writes it all in ONE transaction and resolves each
 caller's future: concurrent runs share a commit, a single run pays about one commit per publish.
 A commit that failed is never reported as success; after any failure the producer is replaced
 (InitProducerId with the same transactional id aborts whatever the old one left open).
+
+While Kafka (or the fence check's Redis) is unreachable, a failed transaction is tried again,
+with backoff, until the outage budget (``settings.outage_budget_s``) is spent. A transaction
+that failed before its commit request was never committed, so writing it again is safe. One
+whose commit request failed has an unknown outcome: once the new producer has resolved it
+(InitProducerId completes or aborts it), the log is read back, and the batch is written again
+only if its events are not there. Past the budget every waiting publish fails with
+UnreachableError naming the dependency and the wait.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from agentledger.bus.admin import require_topics
 from agentledger.bus.clients import (
     bootstrap_of,
-    start_client,
+    started,
     stop_client,
     tune_concurrent_transactions_backoff,
 )
@@ -42,6 +50,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event, RunEvent
 from agentledger.events.topics import TopicNames
 from agentledger.kafkaclient import kafka_options
+from agentledger.outage import Outage, backoff, outage_of, ride_out
 from agentledger.settings import CommonSettings
 from agentledger.tasks import stop_task, within
 
@@ -83,6 +92,16 @@ class _StaleClaims(Exception):  # noqa: N818 - a signal inside the commit loop, 
         self.stale = stale
 
 
+class _Retry(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
+    """A transaction failed because a dependency is unreachable; the batch may be retried."""
+
+    def __init__(self, dependency: str, error: BaseException, *, maybe_committed: bool) -> None:
+        super().__init__(repr(error))
+        self.dependency = dependency
+        self.error = error
+        self.maybe_committed = maybe_committed
+
+
 class _CheckFailed(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
     """The fence check could not be made; the transaction was aborted."""
 
@@ -121,7 +140,9 @@ class KafkaEventLog(EventLog):
             connect_timeout_ms=settings.kafka_connect_timeout_ms,
             read_timeout_ms=settings.kafka_publish_timeout_ms,
             settings=settings,
+            outage_budget_s=settings.outage_budget_s,
         )
+        self._budget_s = settings.outage_budget_s
         self._producer: AIOKafkaProducer | None = None
         self._pending: list[_Pending] = []
         self._wakeup = asyncio.Event()
@@ -152,7 +173,12 @@ class KafkaEventLog(EventLog):
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
-        await require_topics(self._settings, self.topics.run_topics)
+        await ride_out(
+            lambda: require_topics(self._settings, self.topics.run_topics),
+            dependency="Kafka",
+            endpoint=self._bootstrap,
+            budget_s=self._budget_s,
+        )
         # The reader's offsets consumer connects beside the producer: a resume needs both.
         opening = asyncio.ensure_future(self._open_producer())
         try:
@@ -207,13 +233,13 @@ class KafkaEventLog(EventLog):
     ) -> list[RunEvent]:
         """Every committed event of the run (from ``since``), sorted by seq (see
         :class:`RunReader`)."""
-        partitions = await self._run_partitions()
+        partitions = await self._partitions_riding_out()
         return await self._reader.read_run(run_id, partitions, self._written, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The last stable offsets of the run's partition in every run topic, never before what
         this log committed (read-your-writes while the commit markers are being written)."""
-        positions = await self._reader.end_positions(run_id, await self._run_partitions())
+        positions = await self._reader.end_positions(run_id, await self._partitions_riding_out())
         return [
             Position(
                 p.topic, p.partition, max(p.offset, self._written.get((p.topic, p.partition), 0))
@@ -226,7 +252,7 @@ class KafkaEventLog(EventLog):
         written: its records and marker take offsets)."""
         if self._written:
             return False
-        ends = await self._reader.all_end_offsets(await self._run_partitions())
+        ends = await self._reader.all_end_offsets(await self._partitions_riding_out())
         return all(offset == 0 for offset in ends.values())
 
     # --- the commit loop ------------------------------------------------------------------
@@ -257,9 +283,77 @@ class KafkaEventLog(EventLog):
         return taken
 
     async def _commit(self, batch: list[_Pending]) -> None:
-        live = [p for p in batch if not p.done.done()]  # a cancelled publish is not written
-        if not live:
-            return
+        """Write ``batch``, riding out an outage of Kafka or of the fence check's Redis.
+
+        After a commit of unknown outcome nothing is written again before the log has said
+        the transaction is not there (``unresolved``).
+        """
+        attempt = 0
+        unresolved = False
+        waited_for: set[Outage] = set()
+        while True:
+            live = [p for p in batch if not p.done.done()]  # a cancelled publish is not written
+            if not live:
+                return
+            try:
+                if unresolved:
+                    if await self._committed(live):
+                        self._succeeded(live)
+                        return
+                    unresolved = False
+                await self._commit_once(live)
+            except _Retry as retry:
+                unresolved = unresolved or retry.maybe_committed
+                outage = outage_of(retry.dependency, self._endpoint_of(retry))
+                waited_for.add(outage)
+                waited = outage.failed(retry.error, self._budget_s)
+                if waited >= self._budget_s:
+                    self._fail(live, outage.past_budget(self._budget_s, retry.error))
+                    return
+                attempt += 1
+                await asyncio.sleep(min(backoff(attempt), self._budget_s - waited))
+            else:
+                for outage in waited_for:
+                    outage.recovered()
+                return
+
+    def _endpoint_of(self, retry: _Retry) -> str:
+        endpoint = getattr(retry.error, "endpoint", None)
+        return endpoint if retry.dependency == "Redis" and endpoint else self._bootstrap
+
+    async def _committed(self, live: list[_Pending]) -> bool:
+        """Whether the transaction of ``live``, whose commit had an unknown outcome, committed;
+        raises _Retry while that cannot be told.
+
+        A new producer (InitProducerId with the same transactional id) first completes or
+        aborts that transaction; it is all or nothing, so one run event of it, found or not in
+        the log, tells for all. A batch without run events cannot be looked up: it is reported
+        as not committed (written again: readers skip a duplicate alert id).
+        """
+        probe = next((e for p in live for e in p.events if isinstance(e, RunEvent)), None)
+        try:
+            if self._producer is None:
+                self._producer = await self._open_producer(budget_s=0.0)
+            if probe is None:
+                return False
+            partitions = await self._run_partitions()
+            events = await self._reader.read_run(probe.run_id, partitions, self._written)
+        except (UnreachableError, KafkaError, OSError, TimeoutError) as e:
+            raise _Retry("Kafka", e, maybe_committed=True) from e
+        found = any(e.event_id == probe.event_id for e in events)
+        self._log.warning("commit_outcome_resolved", run_id=probe.run_id, committed=found)
+        return found
+
+    def _succeeded(self, live: list[_Pending]) -> None:
+        self.stats.commits += 1
+        self.stats.publishes += len(live)
+        self.stats.events += sum(len(p.records) for p in live)
+        for p in live:
+            if not p.done.done():
+                p.done.set_result(None)
+
+    async def _commit_once(self, live: list[_Pending]) -> None:
+        """One try at writing ``live``; raises _Retry when a dependency is unreachable."""
         timeout = self._settings.kafka_publish_timeout_ms / 1000
         checking: asyncio.Task[set[tuple[str, int]]] | None = None
         if self._guard is not None:
@@ -281,6 +375,9 @@ class KafkaEventLog(EventLog):
             if writable:  # the check said these are live: write them alone
                 await self._write(writable, timeout, None)
         except _CheckFailed as e:
+            unreachable = isinstance(e.error, UnreachableError | TimeoutError | OSError)
+            if self._budget_s > 0 and unreachable:
+                raise _Retry("Redis", e.error, maybe_committed=False) from e
             self._fail(live, PublishError(f"fence check failed, nothing was written: {e.error!r}"))
         finally:
             if checking is not None:
@@ -308,19 +405,18 @@ class KafkaEventLog(EventLog):
         except (TimeoutError, KafkaError, UnreachableError, OSError) as e:
             self.stats.failed_commits += 1
             maybe = stage[0] == "commit"
-            self._log.warning("group_commit_failed", stage=stage[0], error=repr(e))
-            self._fail(
-                live,
-                PublishError(f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe),
-            )
+            self._log.debug("group_commit_failed", stage=stage[0], error=repr(e))
             await self._reset_producer()
-            return
-        self.stats.commits += 1
-        self.stats.publishes += len(live)
-        self.stats.events += sum(len(p.records) for p in live)
-        for p in live:
-            if not p.done.done():
-                p.done.set_result(None)
+            if self._budget_s <= 0:
+                self._fail(
+                    live,
+                    PublishError(
+                        f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe
+                    ),
+                )
+                return
+            raise _Retry("Kafka", e, maybe_committed=maybe) from e
+        self._succeeded(live)
 
     async def _transact(
         self,
@@ -331,7 +427,7 @@ class KafkaEventLog(EventLog):
         producer = self._producer
         if producer is None:
             stage[0] = "connect"
-            producer = self._producer = await self._open_producer()
+            producer = self._producer = await self._open_producer(budget_s=0.0)
         stage[0] = "begin"
         await producer.begin_transaction()
         stage[0] = "send"
@@ -365,32 +461,34 @@ class KafkaEventLog(EventLog):
         if old is not None:
             await stop_client(old)
         try:
-            self._producer = await self._open_producer()
+            self._producer = await self._open_producer(budget_s=0.0)
         except UnreachableError as e:
-            # The next commit tries again; its callers get the error then.
-            self._log.warning("producer_reset_failed", error=str(e))
+            # The next commit tries again (the commit loop rides the outage out).
+            self._log.debug("producer_reset_failed", error=str(e))
 
-    async def _open_producer(self) -> AIOKafkaProducer:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
-            transactional_id=self._transactional_id,
-            transaction_timeout_ms=self._settings.kafka_transaction_timeout_ms,
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=0,
-            max_request_size=MAX_REQUEST_BYTES,
-            max_batch_size=BATCH_BYTES,
-            client_id=f"agentledger-{self._transactional_id}",
-            **kafka_options(self._settings),
-        )
-        await start_client(
-            producer,
+    async def _open_producer(self, *, budget_s: float | None = None) -> AIOKafkaProducer:
+        def make() -> AIOKafkaProducer:
+            return AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                transactional_id=self._transactional_id,
+                transaction_timeout_ms=self._settings.kafka_transaction_timeout_ms,
+                enable_idempotence=True,
+                acks="all",
+                linger_ms=0,
+                max_request_size=MAX_REQUEST_BYTES,
+                max_batch_size=BATCH_BYTES,
+                client_id=f"agentledger-{self._transactional_id}",
+                **kafka_options(self._settings),
+            )
+
+        return await started(
+            make,
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="transactional producer",
+            budget_s=self._budget_s if budget_s is None else budget_s,
             settings=self._settings,
         )
-        return producer
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -405,6 +503,12 @@ class KafkaEventLog(EventLog):
             )
             raise EventTooLargeError(msg)
         return self.topics.for_event(event), key, value
+
+    async def _partitions_riding_out(self) -> int:
+        return await ride_out(
+            self._run_partitions, dependency="Kafka", endpoint=self._bootstrap,
+            budget_s=self._budget_s,
+        )  # fmt: skip
 
     async def _run_partitions(self) -> int:
         if self._partitions is None:

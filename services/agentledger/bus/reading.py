@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
@@ -20,6 +21,7 @@ from agentledger.errors import DecodeError, RunLogCorruptError, UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RecordSkipped, RunEvent
 from agentledger.kafkaclient import kafka_options
+from agentledger.outage import ride_out
 from agentledger.settings import CommonSettings
 from agentledger.tasks import within
 
@@ -30,6 +32,8 @@ BROKER_FETCH_WAIT_MS = 10
 #: One read's need: the run's key, a partition, and the offsets [start, end) to scan there.
 Want = tuple[bytes, TopicPartition, int, int]
 
+T = TypeVar("T")
+
 
 class RunReader:
     """Reads runs back from their partitions of the run topics with read_committed consumers.
@@ -39,7 +43,8 @@ class RunReader:
     by the run id. Reads waiting together share one scan (:meth:`_scan`), and beginning and end
     offsets are asked once per round for every caller waiting (:class:`Rounds`), on a consumer
     of their own. The cost is the size of what is scanned, which is why resume reads only the
-    tail the projector's view has not applied.
+    tail the projector's view has not applied. Every read is repeated while the broker is
+    unreachable, up to ``outage_budget_s`` (reads are safe to repeat).
     """
 
     def __init__(
@@ -51,9 +56,11 @@ class RunReader:
         connect_timeout_ms: int,
         read_timeout_ms: int,
         settings: CommonSettings | None = None,
+        outage_budget_s: float = 0.0,
     ) -> None:
         self._bootstrap = bootstrap
         self._security = settings
+        self._budget_s = outage_budget_s
         self._run_topics = run_topics
         self._codec = codec
         self._connect_timeout_ms = connect_timeout_ms
@@ -107,6 +114,23 @@ class RunReader:
         goes on until it has passed them even if the last stable offset still lags behind.
         ``since`` holds the first offset to read per partition (default: its beginning).
         """
+        return await self._riding_out(
+            lambda: self._read_run(run_id, partitions, at_least, since=since)
+        )
+
+    async def _riding_out(self, call: Callable[[], Awaitable[T]]) -> T:
+        return await ride_out(
+            call, dependency="Kafka", endpoint=self._bootstrap, budget_s=self._budget_s
+        )
+
+    async def _read_run(
+        self,
+        run_id: str,
+        partitions: int,
+        at_least: Mapping[tuple[str, int], int] | None = None,
+        *,
+        since: Mapping[tuple[str, int], int] | None = None,
+    ) -> list[RunEvent]:
         floor = at_least or {}
         key = run_key(run_id)
         tps = self._tps(key, partitions)
@@ -187,13 +211,13 @@ class RunReader:
         (:class:`Rounds`): the resume barrier needs the end offsets as of its call.
         """
         tps = self._tps(run_key(run_id), partitions)
-        ends = await self._end_offsets.ask(tps)
+        ends = await self._riding_out(lambda: self._end_offsets.ask(tps))
         return [Position(tp.topic, tp.partition, ends[tp]) for tp in tps]
 
     async def all_end_offsets(self, partitions: int) -> dict[TopicPartition, int]:
         """The last stable offset of every partition of every run topic."""
         tps = [TopicPartition(t, p) for t in self._run_topics for p in range(partitions)]
-        return await self._end_offsets.ask(tps)
+        return await self._riding_out(lambda: self._end_offsets.ask(tps))
 
     async def _ask_end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         client = await self._offsets()
@@ -283,7 +307,7 @@ class RunReader:
     async def warm(self) -> None:
         """Connect the offsets consumer now (a worker's start does it beside the producer's), so
         that the first resume does not pay for it."""
-        await self._offsets()
+        await self._riding_out(self._offsets)
 
     def partition_counts(self) -> dict[str, int]:
         """The partition count of each run topic as the offsets consumer learnt it (empty when

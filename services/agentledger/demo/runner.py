@@ -232,6 +232,7 @@ async def read_views(settings: WorkerSettings, ids: Sequence[str]) -> dict[str, 
         connect_timeout_ms=settings.kafka_connect_timeout_ms,
         read_timeout_ms=settings.kafka_publish_timeout_ms,
         settings=settings,
+        outage_budget_s=settings.outage_budget_s,
     )
     views: dict[str, RunView | None] = {}
     try:

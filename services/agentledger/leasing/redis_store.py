@@ -17,7 +17,7 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redisclient import CONNECTION_ERRORS, redacted, redis_client, redis_failure
+from agentledger.redisclient import redacted, redis_client, riding_out
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -44,6 +44,11 @@ class RedisLeaseStore(LeaseStore):
 
     Lease hashes live ``retain_ms`` past their last write (default 7 days) so that fences keep
     growing across release and expiry; a run's worker passes ``floor`` anyway, for wiped Redis.
+
+    Every call but the fence check waits a lost connection out for up to ``outage_budget_s``
+    (the scripts are safe to run twice: a second acquire by the same owner only bumps the fence
+    again). The fence check runs inside an open Kafka transaction, so it fails at once and the
+    event log's commit loop does the waiting, with no transaction open.
     """
 
     def __init__(
@@ -54,8 +59,10 @@ class RedisLeaseStore(LeaseStore):
         retain_ms: int = DEFAULT_RETAIN_MS,
         endpoint: str = "redis",
         owns_client: bool = False,
+        outage_budget_s: float = 0.0,
     ) -> None:
         self._client = client
+        self._budget_s = outage_budget_s
         self._prefix = key_prefix
         self._retain_ms = retain_ms
         self._endpoint = endpoint
@@ -78,7 +85,13 @@ class RedisLeaseStore(LeaseStore):
             key_prefix=settings.key_prefix,
             endpoint=redacted(settings.redis_url),
             owns_client=True,
+            outage_budget_s=settings.outage_budget_s,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """The Redis URL without its password, as errors name it."""
+        return self._endpoint
 
     async def __aenter__(self) -> RedisLeaseStore:
         return self
@@ -181,7 +194,7 @@ class RedisLeaseStore(LeaseStore):
             result: list[Any] = await pipe.execute()
             return result
 
-        replies = await self._guarded(ask)
+        replies = await self._guarded(ask, budget_s=0.0)
         return {run_id for run_id, flag in zip(runs, replies, strict=True) if int(flag) == 1}
 
     # --- for tests and operators ----------------------------------------------------------
@@ -226,16 +239,21 @@ class RedisLeaseStore(LeaseStore):
             self._shas[script] = sha
         return sha
 
-    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run ``call``; reload scripts once if Redis forgot them; translate connection errors."""
-        try:
+    async def _guarded(
+        self, call: Callable[[], Awaitable[T]], *, budget_s: float | None = None
+    ) -> T:
+        """Run ``call``; reload scripts once if Redis forgot them (a restarted Redis has none);
+        wait a lost connection out (the store's budget unless ``budget_s``); translate errors."""
+
+        async def once() -> T:
             try:
                 return await call()
             except redis.exceptions.NoScriptError:
                 self._shas.clear()
                 return await call()
-        except CONNECTION_ERRORS as e:
-            raise redis_failure(e, self._endpoint) from e
+
+        budget = self._budget_s if budget_s is None else budget_s
+        return await riding_out(once, self._endpoint, budget)
 
 
 def _text(value: bytes | str) -> str:

@@ -12,14 +12,13 @@ from an older snapshot keeps an old sentinel and loses newer entries, as it lose
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 from redis.asyncio import Redis
 
-from agentledger.errors import UnreachableError
 from agentledger.leasing.redis_store import run_tag
-from agentledger.redisclient import CONNECTION_ERRORS
+from agentledger.redisclient import riding_out
 
 Claim = Literal["new", "known", "unsure"]
 T = TypeVar("T")
@@ -67,7 +66,15 @@ class MemoryRunIndex(RunIndex):
 class RedisRunIndex(RunIndex):
     """``<prefix>:{RUN}:opened`` per run (no expiry) and the sentinel ``<prefix>:run-index``."""
 
-    def __init__(self, client: Redis, *, key_prefix: str, endpoint: str = "redis") -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        key_prefix: str,
+        endpoint: str = "redis",
+        outage_budget_s: float = 0.0,
+    ) -> None:
+        self._budget_s = outage_budget_s
         self._client = client
         self._prefix = key_prefix
         self._endpoint = endpoint
@@ -88,10 +95,15 @@ class RedisRunIndex(RunIndex):
         index was whole at that moment, and ``new`` is a statement about the log, which a later
         wipe of Redis does not change.
         """
-        pipe = self._client.pipeline(transaction=False)
-        pipe.exists(self.sentinel)
-        pipe.set(self.key(run_id), b"1", nx=True)
-        replies: list[Any] = await self._guarded(pipe.execute())
+
+        async def ask() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.exists(self.sentinel)
+            pipe.set(self.key(run_id), b"1", nx=True)
+            result: list[Any] = await pipe.execute()
+            return result
+
+        replies = await self._guarded(ask)
         whole, created = int(replies[0]) == 1, bool(replies[1])
         if not whole:
             return "unsure"
@@ -99,10 +111,8 @@ class RedisRunIndex(RunIndex):
 
     async def vouch(self) -> None:
         """Set the sentinel (kept if already there)."""
-        await self._guarded(self._client.set(self.sentinel, b"1", nx=True))
+        await self._guarded(lambda: self._client.set(self.sentinel, b"1", nx=True))
 
-    async def _guarded(self, call: Awaitable[T]) -> T:
-        try:
-            return await call
-        except CONNECTION_ERRORS as e:
-            raise UnreachableError("Redis", self._endpoint, f"{type(e).__name__}: {e}") from e
+    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``, a lost connection waited out for up to the store's outage budget."""
+        return await riding_out(call, self._endpoint, self._budget_s)

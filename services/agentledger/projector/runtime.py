@@ -127,6 +127,7 @@ class ProjectorRuntime:
                 codec=codec,
                 retention_ms=s.retention,
                 settings=s,
+                outage_budget_s=s.outage_budget_s,
             )
         )
         reader = await self._stack.enter_async_context(

@@ -36,8 +36,13 @@ async def open_ports(
     stack.push_async_callback(redis.aclose)
     endpoint = redacted(settings.redis_url)
     await check_mode(redis, endpoint=endpoint)
-    leases = RedisLeaseStore(redis, key_prefix=settings.key_prefix, endpoint=endpoint)
-    views = RedisViewStore(redis, key_prefix=settings.key_prefix, url=endpoint)
+    budget = settings.outage_budget_s
+    leases = RedisLeaseStore(
+        redis, key_prefix=settings.key_prefix, endpoint=endpoint, outage_budget_s=budget
+    )
+    views = RedisViewStore(
+        redis, key_prefix=settings.key_prefix, url=endpoint, outage_budget_s=budget
+    )
     log = await stack.enter_async_context(
         KafkaEventLog(settings, transactional_id=transactional_id, guard=leases)
     )

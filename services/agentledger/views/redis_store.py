@@ -12,10 +12,15 @@ from typing import Any, Self
 import redis.asyncio as aioredis
 from redis.exceptions import NoScriptError
 
-from agentledger.errors import UnreachableError, ViewsRegressedError, ViewsWipedError
+from agentledger.errors import (
+    UnreachableError,
+    ViewsRegressedError,
+    ViewsWipedError,
+)
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import FINISHED_STATUSES, RunEvent, now_ms
 from agentledger.events.positions import Position
+from agentledger.outage import ride_out
 from agentledger.redisclient import (
     check_mode,
     is_cluster,
@@ -87,8 +92,10 @@ class RedisViewStore(ViewStore):
         clock: Callable[[], int] = now_ms,
         partitions: int | None = None,
         sharded: bool | None = None,
+        outage_budget_s: float = 0.0,
     ) -> None:
         self._redis = client
+        self._budget_s = outage_budget_s
         self._sharded = is_cluster(client) if sharded is None else sharded
         self._partitions = partitions
         self._keys = Keys(key_prefix)
@@ -111,6 +118,7 @@ class RedisViewStore(ViewStore):
         retention_ms: int | None = None,
         clock: Callable[[], int] = now_ms,
         settings: CommonSettings | None = None,
+        outage_budget_s: float = 0.0,
     ) -> RedisViewStore:
         """A store owning a new client for ``url`` (closed by :meth:`close`); ``settings`` give
         the TLS options (:func:`~agentledger.redisclient.redis_options`), whether Redis is a
@@ -125,15 +133,23 @@ class RedisViewStore(ViewStore):
             url=url,
             clock=clock,
             partitions=None if settings is None else settings.run_partitions,
+            outage_budget_s=outage_budget_s,
         )
 
     async def __aenter__(self) -> Self:
         try:
-            await check_mode(self._redis, endpoint=self._url)
+            await ride_out(
+                lambda: check_mode(self._redis, endpoint=self._url),
+                dependency="Redis",
+                endpoint=self._url,
+                budget_s=self._budget_s,
+            )
         except UnreachableError as e:
             await self.close()
-            hint = "is redis-server running?" + tls_hint(self._url)
-            raise UnreachableError("Redis", self._url, hint) from e
+            if e.waited_s is None:
+                hint = "is redis-server running?" + tls_hint(self._url)
+                raise UnreachableError("Redis", self._url, hint) from e
+            raise
         except BaseException:
             await self.close()
             raise
@@ -159,6 +175,11 @@ class RedisViewStore(ViewStore):
     def endpoint(self) -> str:
         """The Redis URL without its password, as errors name it."""
         return self._url
+
+    @property
+    def outage_budget_s(self) -> float:
+        """How long a call waits out a lost connection before UnreachableError."""
+        return self._budget_s
 
     @property
     def client(self) -> aioredis.Redis:

@@ -8,6 +8,7 @@ from agentledger.bus.admin import ensure_topics
 from agentledger.events.topics import topic_specs
 from agentledger.integrations.langgraph.runindex import RedisRunIndex
 from agentledger.integrations.langgraph.settings import SaverSettings
+from agentledger.outage import ride_out
 
 
 class SaverPorts(WorkerPorts):
@@ -20,11 +21,20 @@ class SaverPorts(WorkerPorts):
     def __init__(self, settings: SaverSettings) -> None:
         super().__init__(settings)
         self.run_index = RedisRunIndex(
-            self.redis, key_prefix=settings.key_prefix, endpoint=self.endpoint
+            self.redis,
+            key_prefix=settings.key_prefix,
+            endpoint=self.endpoint,
+            outage_budget_s=settings.outage_budget_s,
         )
 
     async def start(self) -> None:
         """Make sure the topics exist, then connect the producer."""
         if not self._started:
-            await ensure_topics(self.settings, topic_specs(self.settings))
+            bootstrap = self.settings.kafka_bootstrap or ""
+            await ride_out(
+                lambda: ensure_topics(self.settings, topic_specs(self.settings)),
+                dependency="Kafka",
+                endpoint=bootstrap,
+                budget_s=self.settings.outage_budget_s,
+            )
         await super().start()

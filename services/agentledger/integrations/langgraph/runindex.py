@@ -9,10 +9,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from agentledger.errors import UnreachableError
+from agentledger.redisclient import riding_out
 
 
 class RunIndex(ABC):
@@ -51,12 +49,21 @@ class MemoryRunIndex(RunIndex):
 
 
 class RedisRunIndex(RunIndex):
-    """One Redis set per run id: ``<prefix>:lg:run:<run_id>``."""
+    """The index as one Redis set per run id (``<prefix>:lg:run:<run id>``); a lost connection
+    is waited out for up to ``outage_budget_s`` (every call is safe to repeat)."""
 
-    def __init__(self, client: Redis, *, key_prefix: str, endpoint: str = "redis") -> None:
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        key_prefix: str,
+        endpoint: str = "redis",
+        outage_budget_s: float = 0.0,
+    ) -> None:
         self._client = client
         self._prefix = key_prefix
         self._endpoint = endpoint
+        self._budget_s = outage_budget_s
 
     def key(self, run_id: str) -> str:
         """The set of one run id."""
@@ -64,22 +71,19 @@ class RedisRunIndex(RunIndex):
 
     async def add(self, run_id: str, thread_id: str) -> None:
         """See :meth:`RunIndex.add`."""
-        try:
-            await self._client.sadd(self.key(run_id), thread_id)
-        except (RedisConnectionError, RedisTimeoutError, OSError) as e:
-            raise UnreachableError("Redis", self._endpoint, str(e)) from e
+        await riding_out(
+            lambda: self._client.sadd(self.key(run_id), thread_id), self._endpoint, self._budget_s
+        )
 
     async def threads(self, run_id: str) -> set[str]:
         """See :meth:`RunIndex.threads`."""
-        try:
-            members = await self._client.smembers(self.key(run_id))
-        except (RedisConnectionError, RedisTimeoutError, OSError) as e:
-            raise UnreachableError("Redis", self._endpoint, str(e)) from e
+        members = await riding_out(
+            lambda: self._client.smembers(self.key(run_id)), self._endpoint, self._budget_s
+        )
         return {m.decode() if isinstance(m, bytes) else str(m) for m in members}
 
     async def forget(self, run_id: str) -> None:
         """See :meth:`RunIndex.forget`."""
-        try:
-            await self._client.delete(self.key(run_id))
-        except (RedisConnectionError, RedisTimeoutError, OSError) as e:
-            raise UnreachableError("Redis", self._endpoint, str(e)) from e
+        await riding_out(
+            lambda: self._client.delete(self.key(run_id)), self._endpoint, self._budget_s
+        )
