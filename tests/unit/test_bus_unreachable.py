@@ -1,4 +1,5 @@
-"""An unreachable broker is a typed error naming the servers, within the connect timeout."""
+"""An unreachable broker is a typed error naming the servers, within the connect timeout (with no
+outage budget: tests/unit/test_outage.py and tests/chaos/test_outages.py cover the waiting)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,10 @@ async def silent_port() -> AsyncIterator[int]:
 
 
 def settings_for(port: int) -> CommonSettings:
-    """Settings pointing at 127.0.0.1:port with a one-second connect timeout."""
-    return CommonSettings(kafka_bootstrap=f"127.0.0.1:{port}", kafka_connect_timeout_ms=1000)
+    """Settings pointing at 127.0.0.1:port with a one-second connect timeout, no outage budget."""
+    return CommonSettings(
+        kafka_bootstrap=f"127.0.0.1:{port}", kafka_connect_timeout_ms=1000, outage_budget_s=0
+    )
 
 
 @pytest.mark.parametrize("kind", ["log", "publisher", "consumer"])

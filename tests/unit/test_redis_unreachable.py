@@ -23,7 +23,7 @@ def closed_port() -> int:
 async def test_lease_store_on_a_closed_port_raises_unreachable(closed_port: int) -> None:
     """Taking a lease when Redis is down says which Redis, instead of a redis-py traceback."""
     url = f"redis://127.0.0.1:{closed_port}/0"
-    settings = CommonSettings(kafka_bootstrap="127.0.0.1:1", redis_url=url)
+    settings = CommonSettings(kafka_bootstrap="127.0.0.1:1", redis_url=url, outage_budget_s=0)
     store = RedisLeaseStore.from_settings(settings)
     try:
         with pytest.raises(UnreachableError, match=f"127.0.0.1:{closed_port}"):

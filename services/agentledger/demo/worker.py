@@ -10,7 +10,7 @@ import structlog
 from agentledger._core.ports import WorkerPorts
 from agentledger._core.settings import WorkerSettings
 from agentledger.demo.agent import refund_agent, spec_for
-from agentledger.errors import AgentLedgerError
+from agentledger.errors import AgentLedgerError, UnreachableError
 from agentledger.providers.http import HttpProvider
 from agentledger.worker import Ledger
 
@@ -36,9 +36,13 @@ async def work(
     """Open every (run, seed) (start or resume) and walk it to the end; return each status.
 
     Runs go concurrently (they share one producer, so their commits are grouped); the kill
-    switch of ``settings`` is armed when the demo asked for a kill.
+    switch of ``settings`` is armed when the demo asked for a kill. A run that failed because
+    Kafka or Redis stayed unreachable past the outage budget fails the whole worker with that
+    UnreachableError once every run has stopped (the CLI prints it as one line, exit 2); the
+    runs stay resumable.
     """
     outcome: dict[str, str] = {}
+    unreachable: list[UnreachableError] = []
     async with (
         WorkerPorts(settings) as ports,
         HttpProvider.from_settings(settings, url=provider_url, name="sandbox") as provider,
@@ -59,6 +63,9 @@ async def work(
                     async with ledger.run(spec_for(run_id, seed)) as run:
                         await refund_agent(run, seed)
                         outcome[run_id] = f"{run.status} ({run.resumed_from})"
+                except UnreachableError as e:
+                    unreachable.append(e)
+                    outcome[run_id] = f"error: {e}"
                 except AgentLedgerError as e:
                     _log.error("demo_run_failed", run_id=run_id, error=str(e))
                     outcome[run_id] = f"error: {e}"
@@ -66,4 +73,6 @@ async def work(
         async with asyncio.TaskGroup() as group:
             for run_id, seed in targets:
                 group.create_task(one(run_id, seed))
+    if unreachable:
+        raise unreachable[0]
     return outcome

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from agentledger.outage import OutageCollector
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.runtime import ProjectorRuntime
 from agentledger.telemetry.prom import PROMETHEUS_TEXT
@@ -78,6 +79,7 @@ def projector_registry(metrics: Metrics) -> CollectorRegistry:
     """A registry of this process with the projector's collector."""
     registry = CollectorRegistry()
     registry.register(ProjectorCollector(metrics))
+    registry.register(OutageCollector("projector"))
     return registry
 
 

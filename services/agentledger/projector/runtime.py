@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from agentledger import outage
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import UnreachableError
 from agentledger.events.codec import EventCodec
@@ -255,6 +256,7 @@ class ProjectorRuntime:
                 await within(self._store.client.ping(), _REDIS_PING_S)
             except Exception as e:  # noqa: BLE001 - any failure to answer is "down" here
                 found.problems.append(f"redis unreachable ({type(e).__name__})")
+        found.problems += outage.problems()
         if not self.metrics.assigned:
             found.problems.append("no partitions assigned")
         for what, failures in (("batches", self._batch_failures), ("ticks", self._tick_failures)):

@@ -11,6 +11,7 @@ from collections import Counter as Tally
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from agentledger.alerts.book import AlertBook
+from agentledger.outage import OutageCollector
 from agentledger.reconciler.report import PassReport
 from agentledger.views.store import ViewReader
 
@@ -26,6 +27,7 @@ class ReconcilerMetrics:
         self._scan_limit = scan_limit
         self.registry = CollectorRegistry()
         r = self.registry
+        r.register(OutageCollector("reconciler"))
         self.passes = Counter("agentledger_reconciler_passes", "passes done", registry=r)
         self.effects = Counter(
             "agentledger_effects", "effect outcomes recorded", ["service", "outcome"], registry=r

@@ -386,6 +386,20 @@ class LocalStack:
                 raise StackError(msg)
             return True
 
+    async def kill_redis(self) -> bool:
+        """SIGKILL Redis (no clean shutdown; its AOF keeps what it wrote); False if it was not
+        running. ``up`` starts it again on the same port and data."""
+        async with self._locked():
+            rec = self.load().redis
+            if rec is None or rec.pid is None or rec.proc_start is None:
+                return False
+            if not kill_now(rec.pid, rec.proc_start, self._markers("redis", rec)):
+                return False
+            if not await wait_gone(rec.pid, rec.proc_start, 10.0):
+                msg = f"Redis (pid {rec.pid}) survived SIGKILL"
+                raise StackError(msg)
+            return True
+
     def endpoints_from(self, state: StackState) -> Endpoints:
         """The endpoints recorded in a state (both components must have been started once)."""
         if state.kafka is None or state.redis is None:

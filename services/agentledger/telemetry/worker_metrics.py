@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from agentledger.outage import OutageCollector
+
 #: Step latency buckets, seconds: from a cached replay to a long model call.
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -14,6 +16,7 @@ class WorkerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        r.register(OutageCollector("worker"))
         self.step_seconds = Histogram(
             "agentledger_step_seconds", "time one step took, by outcome", ["outcome"],
             buckets=_STEP_BUCKETS, registry=r,

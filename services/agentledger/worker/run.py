@@ -29,6 +29,7 @@ from agentledger.errors import (
     RunPausedError,
     StaleFenceError,
     StepRejectedError,
+    UnreachableError,
     UsageError,
     VersionDriftError,
 )
@@ -61,6 +62,9 @@ _TERMINAL: tuple[type[AgentLedgerError], ...] = (
     RunClosedError,
     PublishError,
     UsageError,
+    # Kafka or Redis stayed unreachable past the outage budget: nothing more can be written
+    # now, and the run is resumed from the log once the dependency is back.
+    UnreachableError,
 )
 
 
