@@ -163,6 +163,8 @@ _CONNECTION_NOISE = (
     "Unable to request metadata",
     "Unable to bootstrap",
 )
+#: Errors of a produce response that only say the broker is not there (the sender retries).
+_UNREACHABLE_BROKER = ("NodeNotReadyError", "KafkaConnectionError")
 
 
 class ConnectionNoiseFilter(logging.Filter):
@@ -173,7 +175,11 @@ class ConnectionNoiseFilter(logging.Filter):
         if not record.name.startswith("aiokafka"):
             return True
         message = str(record.msg)
-        return not message.startswith(_CONNECTION_NOISE)
+        if message.startswith(_CONNECTION_NOISE):
+            return False
+        if message.startswith("Got error produce response"):
+            return not any(name in record.getMessage() for name in _UNREACHABLE_BROKER)
+        return True
 
 
 class OutageCollector(Collector):

@@ -149,8 +149,9 @@ async def test_outage_past_the_budget_is_one_line_and_runs_resume(
     sandbox: SandboxProcess,
     tmp_path: Path,
 ) -> None:
-    """A broker gone longer than the budget stops the worker with exit 2 and one line naming
-    Kafka and the wait; once the broker is back a new worker finishes every run exactly once."""
+    """A broker gone (SIGKILLed) longer than the budget stops the worker with exit 2 and one
+    line naming Kafka and the wait; once the broker is back a new worker finishes every run
+    exactly once."""
     local = stack.require_local()
     settings = WorkerSettings(**{**ledger_settings.model_dump(), "state_dir": tmp_path})
     ids = run_ids(f"past-{uuid.uuid4().hex[:6]}", RUNS)
@@ -163,7 +164,7 @@ async def test_outage_past_the_budget_is_one_line_and_runs_resume(
     worker = await start_worker(settings, ids, sandbox, tmp_path / "first.log", small)
     await first_effect(sandbox, worker)
     try:
-        assert await local.stop_kafka()
+        assert await local.kill_kafka()
         await worker.communicate()
     finally:
         await local.start_kafka()

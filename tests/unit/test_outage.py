@@ -143,6 +143,13 @@ def test_aiokafka_reconnect_noise_is_dropped_other_records_kept() -> None:
     assert not noise.filter(record("aiokafka.cluster", "Unable to update metadata from %s"))
     assert noise.filter(record("aiokafka.producer.sender", "Unexpected error in sender routine"))
     assert noise.filter(record("agentledger", "Unable connect to something of ours"))
+    produce = logging.LogRecord(
+        "aiokafka.producer.sender", logging.WARNING, __file__, 1,
+        "Got error produce response: %s", ("NodeNotReadyError: node 1 not ready",), None,
+    )  # fmt: skip
+    assert not noise.filter(produce)
+    produce.args = ("NotEnoughReplicasError: 1 of 3",)
+    assert noise.filter(produce)
 
 
 def test_budget_setting_defaults_and_rejects_negative() -> None:

@@ -9,7 +9,7 @@ from types import TracebackType
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
-from agentledger.bus.clients import bootstrap_of, start_client, stop_client
+from agentledger.bus.clients import bootstrap_of, started, stop_client
 from agentledger.bus.partitioning import key_for
 from agentledger.bus.port import EventPublisher
 from agentledger.errors import PublishError
@@ -58,22 +58,21 @@ class KafkaPublisher(EventPublisher):
 
     async def start(self) -> None:
         """Connect, or raise UnreachableError within the connect timeout."""
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self._bootstrap,
-            enable_idempotence=True,
-            acks="all",
-            linger_ms=0,
-            client_id=self._client_id,
-            **kafka_options(self._settings),
-        )
-        await start_client(
-            producer,
+        self._producer = await started(
+            lambda: AIOKafkaProducer(
+                bootstrap_servers=self._bootstrap,
+                enable_idempotence=True,
+                acks="all",
+                linger_ms=0,
+                client_id=self._client_id,
+                **kafka_options(self._settings),
+            ),
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="publisher",
+            budget_s=self._settings.outage_budget_s,
             settings=self._settings,
         )
-        self._producer = producer
 
     async def stop(self) -> None:
         """Flush and close (idempotent)."""

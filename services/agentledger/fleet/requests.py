@@ -19,7 +19,7 @@ from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
-from agentledger.bus.clients import bootstrap_of, start_client, stop_client
+from agentledger.bus.clients import bootstrap_of, started, stop_client
 from agentledger.errors import DecodeError, UnreachableError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import ResumeRequested, RunRequested
@@ -85,23 +85,26 @@ class RequestConsumer:
     async def start(self) -> None:
         """Connect and subscribe (UnreachableError within the connect timeout)."""
         s = self._settings
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=self.group_id,
-            client_id=f"agentledger-fleet-{s.worker_id}",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=s.fleet_session_timeout_ms,
-            heartbeat_interval_ms=min(s.fleet_heartbeat_ms, s.fleet_session_timeout_ms // 3),
-            **kafka_options(s),
-        )
-        consumer.subscribe([self.topic], listener=_Listener(self))
-        await start_client(
-            consumer, bootstrap=self._bootstrap, timeout_ms=s.kafka_connect_timeout_ms,
-            role="requests consumer", settings=s,
+
+        def make() -> AIOKafkaConsumer:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                group_id=self.group_id,
+                client_id=f"agentledger-fleet-{s.worker_id}",
+                isolation_level="read_committed",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=s.fleet_session_timeout_ms,
+                heartbeat_interval_ms=min(s.fleet_heartbeat_ms, s.fleet_session_timeout_ms // 3),
+                **kafka_options(s),
+            )
+            consumer.subscribe([self.topic], listener=_Listener(self))
+            return consumer
+
+        self._consumer = await started(
+            make, bootstrap=self._bootstrap, timeout_ms=s.kafka_connect_timeout_ms,
+            role="requests consumer", budget_s=s.outage_budget_s, settings=s,
         )  # fmt: skip
-        self._consumer = consumer
 
     async def stop(self) -> None:
         """Commit what is settled, then leave the group (idempotent)."""

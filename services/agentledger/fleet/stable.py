@@ -19,7 +19,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
-from agentledger.bus.clients import bootstrap_of, start_client, stop_client
+from agentledger.bus.clients import bootstrap_of, started, stop_client
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.events.topics import topic_names
@@ -125,22 +125,21 @@ class StableBarrier:
         return sizes.pop()
 
     async def _open(self, isolation: str) -> AIOKafkaConsumer:
-        client = AIOKafkaConsumer(
-            bootstrap_servers=self._bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level=isolation,
-            client_id=f"agentledger-stable-{isolation}",
-            **kafka_options(self._settings),
-        )
-        await start_client(
-            client,
+        return await started(
+            lambda: AIOKafkaConsumer(
+                bootstrap_servers=self._bootstrap,
+                group_id=None,
+                enable_auto_commit=False,
+                isolation_level=isolation,
+                client_id=f"agentledger-stable-{isolation}",
+                **kafka_options(self._settings),
+            ),
             bootstrap=self._bootstrap,
             timeout_ms=self._settings.kafka_connect_timeout_ms,
             role="offsets client",
+            budget_s=self._settings.outage_budget_s,
             settings=self._settings,
         )
-        return client
 
     def _clients(self) -> tuple[AIOKafkaConsumer, AIOKafkaConsumer]:
         if self._committed is None or self._uncommitted is None:

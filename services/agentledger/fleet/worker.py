@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -16,7 +17,7 @@ import structlog
 
 from agentledger._core.ports import WorkerPorts
 from agentledger.bus.publisher import KafkaPublisher
-from agentledger.errors import ProducerFencedError, PublishError, UnreachableError
+from agentledger.errors import ProducerFencedError, PublishError
 from agentledger.events.models import DeadLettered
 from agentledger.fleet.agent import Agent
 from agentledger.fleet.alerts import worker_fenced_alert
@@ -25,12 +26,12 @@ from agentledger.fleet.requests import Request, RequestConsumer
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.stable import StableBarrier
 from agentledger.fleet.tap import DurableTap
+from agentledger.outage import ride_out
 from agentledger.telemetry.prom import serving_metrics
 from agentledger.telemetry.worker_metrics import WorkerMetrics
 from agentledger.worker import Ledger
 
 _log = structlog.get_logger("agentledger.fleet")
-FETCH_RETRY_S = 1.0
 
 
 def group_of(settings: FleetSettings, agent: Agent) -> str:
@@ -116,12 +117,14 @@ class FleetWorker:
         try:
             while not stop.is_set() and self._fatal is None:
                 free = self.settings.fleet_concurrency - len(self._tasks)
-                try:
-                    requests = await consumer.fetch(free)
-                except UnreachableError as e:  # the broker went away: runs carry on, retry
-                    self._log.warning("requests_fetch_failed", error=str(e))
-                    await asyncio.sleep(FETCH_RETRY_S)
-                    continue
+                # The broker went away: runs carry on, and fetching waits up to the outage
+                # budget (past it, UnreachableError stops the worker).
+                requests = await ride_out(
+                    functools.partial(consumer.fetch, free),
+                    dependency="Kafka",
+                    endpoint=self.settings.kafka_bootstrap or "",
+                    budget_s=self.settings.outage_budget_s,
+                )
                 for request in requests:
                     task = asyncio.get_running_loop().create_task(
                         self._handle(request, consumer, executor, publisher)
