@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -173,6 +174,43 @@ async def test_outage_past_the_budget_is_one_line_and_runs_resume(
     assert lines[-1].startswith("agentledger: error: Kafka at "), lines[-1]
     assert "unreachable: gave up after waiting" in lines[-1]
     assert "AGENTLEDGER_OUTAGE_BUDGET_S=2" in lines[-1]
+    resumed = await start_worker(settings, ids, sandbox, tmp_path / "resume.log")
+    out, _ = await resumed.communicate()
+    log = (tmp_path / "resume.log").read_text(errors="replace")
+    assert resumed.returncode == 0, log[-3000:]
+    outcome = json.loads(out.decode().strip().splitlines()[-1])
+    assert all(status.startswith("succeeded") for status in outcome.values()), outcome
+    await judge(settings, ref, sandbox)
+
+
+async def test_redis_restarting_empty_is_a_wipe_and_runs_resume(
+    stack: StackUnderTest,
+    ledger_settings: CommonSettings,
+    sandbox: SandboxProcess,
+    tmp_path: Path,
+) -> None:
+    """Redis SIGKILLed and started without its data loses the leases: runs in flight stop on a
+    stale fence (none goes on unfenced), and a new worker resumes every one from the log's fence
+    floor, each logical effect performed exactly once."""
+    local = stack.require_local()
+    if "redis" not in local.components:
+        pytest.skip("needs the embedded local Redis; an external AGENTLEDGER_REDIS_URL was given")
+    settings = WorkerSettings(**{**ledger_settings.model_dump(), "state_dir": tmp_path})
+    ids = run_ids(f"empty-{uuid.uuid4().hex[:6]}", RUNS)
+    ref = await reference(ids, 1)
+    worker = await start_worker(settings, ids, sandbox, tmp_path / "first.log")
+    await first_effect(sandbox, worker)
+    assert await local.kill_redis()
+    for item in local.paths.redis_data.iterdir():
+        if item.is_dir():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+    await local.up(["redis"])
+    out, _ = await worker.communicate()
+    first = json.loads(out.decode().strip().splitlines()[-1]) if out.strip() else {}
+    stopped = [r for r, status in first.items() if not status.startswith("succeeded")]
+    assert all("fence" in first[r] or "lease" in first[r] for r in stopped), first
     resumed = await start_worker(settings, ids, sandbox, tmp_path / "resume.log")
     out, _ = await resumed.communicate()
     log = (tmp_path / "resume.log").read_text(errors="replace")
