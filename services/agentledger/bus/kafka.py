@@ -25,7 +25,13 @@ from types import TracebackType
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    NodeNotReadyError,
+    ProducerFenced,
+    RequestTimedOutError,
+)
 
 from agentledger.bus.admin import require_topics
 from agentledger.bus.clients import (
@@ -63,6 +69,14 @@ MAX_EVENTS_PER_COMMIT = 10_000
 BATCH_BYTES = 512 * 1024
 
 Encoded = tuple[str, bytes | None, bytes]
+#: Failures of a transaction that mean the connection to the broker was lost.
+_CONNECTION_FAILURES = (
+    KafkaConnectionError,
+    NodeNotReadyError,
+    RequestTimedOutError,
+    UnreachableError,
+    OSError,
+)
 
 
 @dataclass
@@ -407,7 +421,11 @@ class KafkaEventLog(EventLog):
             maybe = stage[0] == "commit"
             self._log.debug("group_commit_failed", stage=stage[0], error=repr(e))
             await self._reset_producer()
-            if self._budget_s <= 0:
+            # An outage is a broker this process cannot reach: the new producer did not start,
+            # or the failure was a lost connection. Anything else (a missing topic, a timeout
+            # with the broker answering) fails the publishes at once, as it always did.
+            outage = self._producer is None or isinstance(e, _CONNECTION_FAILURES)
+            if self._budget_s <= 0 or not outage:
                 self._fail(
                     live,
                     PublishError(
