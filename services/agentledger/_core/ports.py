@@ -10,6 +10,7 @@ from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.leasing.run_index import RedisRunIndex
+from agentledger.outage import ride_out
 from agentledger.redisclient import check_mode, pooled_client, redacted
 from agentledger.tasks import bounded_close
 from agentledger.views.redis_store import RedisViewStore
@@ -76,7 +77,12 @@ class WorkerPorts:
         """Connect the producer (the lease store connects lazily)."""
         if not self._started:
             self._started = True
-            await check_mode(self.redis, endpoint=self.endpoint)
+            await ride_out(
+                lambda: check_mode(self.redis, endpoint=self.endpoint),
+                dependency="Redis",
+                endpoint=self.endpoint,
+                budget_s=self.settings.outage_budget_s,
+            )
             await self.log.start()
 
     async def stop(self) -> None:

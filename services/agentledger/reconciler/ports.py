@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
+from agentledger.outage import ride_out
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.redisclient import check_mode, pooled_client, redacted
 from agentledger.views.redis_store import RedisViewStore
@@ -35,7 +36,12 @@ async def open_ports(
     redis = pooled_client(settings.redis_url, settings=settings)
     stack.push_async_callback(redis.aclose)
     endpoint = redacted(settings.redis_url)
-    await check_mode(redis, endpoint=endpoint)
+    await ride_out(
+        lambda: check_mode(redis, endpoint=endpoint),
+        dependency="Redis",
+        endpoint=endpoint,
+        budget_s=settings.outage_budget_s,
+    )
     budget = settings.outage_budget_s
     leases = RedisLeaseStore(
         redis, key_prefix=settings.key_prefix, endpoint=endpoint, outage_budget_s=budget
