@@ -48,6 +48,8 @@ def logging_restored() -> Iterator[None]:
         structlog.configure(**config)
     else:
         structlog.reset_defaults()
+
+
 SESSION_STATE_DIR = REPO / ".agentledger"
 
 

@@ -72,9 +72,10 @@ async def test_worker_projector_and_console_metrics(
             found = [await views.load(r) for r in runs]
             return [v.status for v in found if isinstance(v, RunView)]
 
-        assert await wait_until(done, lambda s: s == ["succeeded"] * 2, timeout_s=WAIT_S) == [
-            "succeeded"
-        ] * 2
+        assert (
+            await wait_until(done, lambda s: s == ["succeeded"] * 2, timeout_s=WAIT_S)
+            == ["succeeded"] * 2
+        )
         p = await wait_until(
             lambda: scrape(f"{projector.url}/metrics"),
             lambda m: all(v == 0 for _, v in m.get("agentledger_projector_lag", [({}, 1)])),

@@ -26,7 +26,6 @@ def test_an_approval_valid_for_no_time_is_refused(
     assert f"--expires-in {expiry}" in err
 
 
-
 def test_help_lists_commands_without_suppress_markers() -> None:
     """`agentledger --help` never shows ``==SUPPRESS==`` nor the internal demo-worker command."""
     text = build_parser().format_help()

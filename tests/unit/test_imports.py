@@ -29,6 +29,7 @@ LIBRARIES = frozenset(
 # testing module compose.
 ENTRY_POINTS = frozenset({"agentledger", "cli", "__main__", "testing"})
 
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     if parts[-1] == "__init__":

@@ -19,7 +19,6 @@ PORTS = {n: BrokerPorts(9000 + 10 * n, 9001 + 10 * n, 9002 + 10 * n) for n in NO
 CREDS = Credentials(client_password="c-secret", broker_password="b-secret")
 
 
-
 def test_every_node_votes_and_replicates_three_times() -> None:
     """Each node lists all three controllers as voters; internal topics get RF 3, min ISR 2."""
     props = broker_properties(2, PORTS, Path("/d"), None)

@@ -1,4 +1,11 @@
-"""The real ports of a worker: Kafka event log, Redis leases (the fence guard), Redis views."""
+"""The one composition root of every process that writes runs: a Kafka event log fenced by
+Redis leases, the Redis views and the run index, on one Redis client.
+
+:class:`Ports` is what the reconciler (the service and ``effects resolve``) opens;
+:class:`WorkerPorts` is the same assembly shaped by a worker's settings, which the SDK's
+``connect()``, the fleet worker, the operator's ledger, the demo and the LangGraph saver
+(``SaverPorts``) open. Nothing else builds these clients for a writer.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +18,43 @@ from agentledger.errors import ConfigurationError
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.leasing.run_index import RedisRunIndex
 from agentledger.outage import ride_out
-from agentledger.redisclient import check_mode, pooled_client, redacted
+from agentledger.redisclient import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_POOL_WAIT_S,
+    check_mode,
+    pooled_client,
+    redacted,
+)
+from agentledger.settings import CommonSettings
 from agentledger.tasks import bounded_close
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import ViewReader
 
 
-class WorkerPorts:
-    """Opens and closes the event log, lease store and view reader of one worker process.
+class Ports:
+    """Opens and closes one process's event log, lease store, view store and run index.
 
-    With ``settings.use_views`` (default) resumes read the projector's Redis views, completed
-    from Kafka where the projector is behind (``agentledger._core.loader``).
-
-    Leases and the views it opens share one Redis client whose pool waits for a free connection
-    (``redis_max_connections``, ``redis_pool_wait_s``): many concurrent runs queue for a
-    connection instead of failing. A ``views`` reader passed in stays open when this closes.
+    Leases, views and the run index share one Redis client whose pool waits for a free
+    connection (``max_connections``, ``pool_wait_s``): many concurrent callers queue for a
+    connection instead of failing. The log's producer uses ``transactional_id`` and is fenced by
+    the leases (invariant 3). A ``views`` reader passed in is used instead of the Redis views
+    and stays open when this closes.
 
     ``settings`` must carry resolved endpoints (``agentledger.stack.resolve.resolve_settings``).
     """
 
-    def __init__(self, settings: WorkerSettings, *, views: ViewReader | None = None) -> None:
+    def __init__(
+        self,
+        settings: CommonSettings,
+        *,
+        transactional_id: str,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_wait_s: float = DEFAULT_POOL_WAIT_S,
+        views: ViewReader | None = None,
+        use_views: bool = True,
+    ) -> None:
         if settings.kafka_bootstrap is None or settings.redis_url is None:
-            msg = "worker settings need kafka_bootstrap and redis_url (resolve them in the CLI)"
+            msg = "settings need kafka_bootstrap and redis_url (resolve them in the CLI)"
             raise ConfigurationError(msg)
         self.settings = settings
         prefix = settings.key_prefix
@@ -40,8 +62,8 @@ class WorkerPorts:
         self.redis = pooled_client(
             settings.redis_url,
             settings=settings,
-            max_connections=settings.redis_max_connections,
-            wait_s=settings.redis_pool_wait_s,
+            max_connections=max_connections,
+            wait_s=pool_wait_s,
         )
         budget = settings.outage_budget_s
         self.leases = RedisLeaseStore(
@@ -51,13 +73,13 @@ class WorkerPorts:
         self.runs = RedisRunIndex(
             self.redis, key_prefix=prefix, endpoint=endpoint, outage_budget_s=budget
         )
-        self.log = KafkaEventLog(settings, transactional_id=settings.producer_id, guard=self.leases)
-        self._own_views: RedisViewStore | None = None
-        if views is None and settings.use_views:
-            self._own_views = RedisViewStore(
-                self.redis, key_prefix=prefix, url=endpoint, outage_budget_s=budget
-            )
-        self.views: ViewReader | None = views or self._own_views
+        self.log = KafkaEventLog(settings, transactional_id=transactional_id, guard=self.leases)
+        #: The projector's views in Redis, on the shared client (always there, for writers
+        #: such as the reconciler that read and settle from them).
+        self.store = RedisViewStore(
+            self.redis, key_prefix=prefix, url=endpoint, outage_budget_s=budget
+        )
+        self.views: ViewReader | None = views or (self.store if use_views else None)
         self._started = False
         self._stopped = False
 
@@ -95,3 +117,24 @@ class WorkerPorts:
         finally:
             # The stores borrow the client; closing it disconnects its pool.
             await bounded_close(self.redis.aclose(), f"redis client of {self.endpoint}")
+
+
+class WorkerPorts(Ports):
+    """:class:`Ports` of one worker process, shaped by its settings.
+
+    With ``settings.use_views`` (default) resumes read the projector's Redis views, completed
+    from Kafka where the projector is behind (``agentledger._core.loader``). The pool follows
+    ``redis_max_connections`` and ``redis_pool_wait_s``; the producer's transactional id is
+    ``settings.producer_id``.
+    """
+
+    def __init__(self, settings: WorkerSettings, *, views: ViewReader | None = None) -> None:
+        super().__init__(
+            settings,
+            transactional_id=settings.producer_id,
+            max_connections=settings.redis_max_connections,
+            pool_wait_s=settings.redis_pool_wait_s,
+            views=views,
+            use_views=settings.use_views,
+        )
+        self.settings: WorkerSettings = settings

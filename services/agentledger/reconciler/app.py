@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from agentledger._core.ports import Ports
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.delivery import SinkDeadLetter
 from agentledger.alerts.redis_store import (
@@ -33,7 +34,6 @@ from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
 from agentledger.leasing.redis_store import RedisLeaseStore
 from agentledger.providers.protocol import Provider
-from agentledger.reconciler.ports import open_ports
 from agentledger.reconciler.prometheus import ReconcilerMetrics
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.service import Reconciler
@@ -67,10 +67,10 @@ async def open_reconciler(
     """Build the reconciler on Kafka and Redis; ``adapters`` override providers by name."""
     settings = await resolve_settings(settings)
     async with AsyncExitStack() as stack:
-        ports = await open_ports(
-            stack, settings, transactional_id=f"{settings.topic_prefix}{settings.reconciler_id}"
+        ports = await stack.enter_async_context(
+            Ports(settings, transactional_id=f"{settings.topic_prefix}{settings.reconciler_id}")
         )
-        redis, leases, views, log = ports.redis, ports.leases, ports.views, ports.log
+        redis, leases, views, log = ports.redis, ports.leases, ports.store, ports.log
         providers = await stack.enter_async_context(ProviderPool.from_settings(settings, adapters))
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="reconciler")
         undelivered = RedisSinkDeadLetter(redis, settings.key_prefix)

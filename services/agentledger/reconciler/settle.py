@@ -17,6 +17,7 @@ from functools import partial
 import structlog
 
 from agentledger._core.loader import fold_log
+from agentledger._core.ports import Ports
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.intake import take_in_alerts
 from agentledger.alerts.redis_store import RedisAlertStore, RedisDeliveryLedger
@@ -25,7 +26,6 @@ from agentledger.errors import LeaseHeldError, RunError
 from agentledger.events.models import Alert, EffectReconciled, Event, now_ms
 from agentledger.leases import Lease, LeaseStore
 from agentledger.reconciler.claim import RunClaimer
-from agentledger.reconciler.ports import open_ports
 from agentledger.reconciler.resolve import Verdict, open_effect, plan_resolve
 from agentledger.reconciler.settings import ReconcilerSettings
 from agentledger.stack.resolve import resolve_settings
@@ -158,12 +158,13 @@ async def open_settler(settings: ReconcilerSettings) -> AsyncIterator[Settler]:
     settings = await resolve_settings(settings)
     async with AsyncExitStack() as stack:
         # Its own transactional id: a reconciler's would fence the running service's producer.
-        ports = await open_ports(
-            stack,
-            settings,
-            transactional_id=f"{settings.topic_prefix}effects-resolve-{uuid.uuid4().hex}",
+        ports = await stack.enter_async_context(
+            Ports(
+                settings,
+                transactional_id=f"{settings.topic_prefix}effects-resolve-{uuid.uuid4().hex}",
+            )
         )
-        redis, leases, views, log = ports.redis, ports.leases, ports.views, ports.log
+        redis, leases, views, log = ports.redis, ports.leases, ports.store, ports.log
         book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="cli")
         ledger = RedisDeliveryLedger(redis, settings.key_prefix)
         yield Settler(
