@@ -156,6 +156,11 @@ class SecureStack:
             self._start_kafka(sasl, mtls, controller), self._start_redis(redis_server)
         )
 
+    @property
+    def processes(self) -> list[tuple[int, int]]:
+        """The pid and start ticks of every process this stack started and has not stopped."""
+        return [(pid, ticks) for pid, ticks, _ in self._procs]
+
     async def stop(self) -> None:
         """Stop every process this stack started (idempotent)."""
         procs, self._procs = self._procs, []
@@ -238,7 +243,10 @@ class SecureStack:
         paths.redis_conf.write_text(conf)
         paths.redis_conf.chmod(0o600)  # it holds the ACL password
         pid, ticks = spawn_detached(redis_command(redis_server, paths.redis_conf), paths.redis_log)
-        self._procs.append((pid, ticks, (str(paths.redis_conf),)))
+        # Once running, redis-server retitles itself "redis-server 127.0.0.1:<port>" (its TLS
+        # port here): without that marker stop() would not know it as ours and leave it running.
+        title = f"redis-server 127.0.0.1:{self.redis_port}"
+        self._procs.append((pid, ticks, (str(paths.redis_conf), title)))
         await _until(
             self._redis_answers,
             alive=lambda: is_alive(pid, ticks),

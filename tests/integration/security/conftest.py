@@ -12,6 +12,7 @@ from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_specs
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.stack import StackPaths
+from agentledger.stack.procs import is_alive
 from agentledger.stack.secure import SecureStack
 from tests.conftest import SESSION_STATE_DIR
 
@@ -25,9 +26,13 @@ class Given(ArgumentsOnly, CommonSettings):
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def secure(kafka_jar_cache: StackPaths) -> AsyncIterator[SecureStack]:
-    """The secured node in <repo>/.agentledger/secure, stopped at the end of the session."""
+    """The secured node in <repo>/.agentledger/secure, stopped at the end of the session; the
+    teardown fails if any of its processes (the broker, the TLS Redis) outlived the stop."""
     async with SecureStack(SESSION_STATE_DIR / "secure", jars=kafka_jar_cache.jars) as stack:
         yield stack
+        started = stack.processes
+    survivors = [pid for pid, ticks in started if is_alive(pid, ticks)]
+    assert survivors == [], f"the secure stack left processes running: {survivors}"
 
 
 def mode_values(secure: SecureStack, mode: str) -> dict[str, Any]:
