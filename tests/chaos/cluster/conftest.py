@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pytest_asyncio
 from aiokafka.admin import AIOKafkaAdminClient
-from redis.asyncio import Redis
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_specs
+from agentledger.redisclient import redis_client
 from agentledger.settings import CommonSettings
 from agentledger.stack import StackPaths
 from agentledger.stack.cluster import ClusterStack
@@ -91,7 +91,7 @@ async def cluster_settings(cluster: ClusterUnderTest) -> AsyncIterator[CommonSet
     await cluster.stack.up()
     await delete_topics(settings, [spec.name for spec in specs])
     assert settings.redis_url is not None
-    client = Redis.from_url(settings.redis_url)
+    client = redis_client(settings.redis_url, settings=settings)  # the TLS Redis Cluster
     try:
         keys = [key async for key in client.scan_iter(match=f"{tag}*", count=1000)]
         if keys:

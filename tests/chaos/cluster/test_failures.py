@@ -124,7 +124,9 @@ async def check_outcome(
     assert sum(per_key.values()) == sum(len(views[r].effects) for r in ids)
     # the projector caught up: every Redis view equals the fold of the log
     assert common.redis_url is not None
-    async with RedisViewStore.from_url(common.redis_url, key_prefix=common.key_prefix) as store:
+    async with RedisViewStore.from_url(
+        common.redis_url, key_prefix=common.key_prefix, settings=common
+    ) as store:
 
         async def stored() -> dict[str, RunView | None]:
             return {r: await store.load(r) for r in ids}
