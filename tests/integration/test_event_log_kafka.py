@@ -132,7 +132,11 @@ async def test_a_failed_commit_fails_every_publish_in_it(ledger_settings: Common
     topics = TopicNames(ledger_settings.topic_prefix)
     await delete_topics(ledger_settings, [topics.alerts])  # the broker never auto-creates
     await gone(ledger_settings, topics.alerts)
-    impatient = ledger_settings.model_copy(update={"kafka_publish_timeout_ms": 3_000})
+    # No outage budget: a failure with the broker answering is not waited out (the waiting is
+    # tested in tests/chaos/test_outages.py).
+    impatient = ledger_settings.model_copy(
+        update={"kafka_publish_timeout_ms": 3_000, "outage_budget_s": 0.0}
+    )
     alert = Alert(alert_id="a-1", code="test", severity="info", summary="nowhere to go")
     first, doomed, after = started("r", seq=1), started("r", seq=2), started("r", seq=3)
     async with KafkaEventLog(impatient, transactional_id="failing") as log:
@@ -194,7 +198,9 @@ async def test_a_fence_check_failing_beside_the_transaction_writes_nothing(
     """The fence check runs beside begin and send: when it fails, the sent records are aborted
     (never visible to read_committed readers) and the next publish commits."""
     guard = SlowThenBrokenGuard()
-    async with KafkaEventLog(ledger_settings, transactional_id="late-guard", guard=guard) as log:
+    # No outage budget: the failed check is not waited out (tests/chaos/test_outages.py does).
+    settings = ledger_settings.model_copy(update={"outage_budget_s": 0.0})
+    async with KafkaEventLog(settings, transactional_id="late-guard", guard=guard) as log:
         with pytest.raises(PublishError, match="fence check failed"):
             await log.publish([started("late")])
         assert await log.read_run("late") == []

@@ -420,6 +420,17 @@ class KafkaEventLog(EventLog):
             self.stats.failed_commits += 1
             maybe = stage[0] == "commit"
             self._log.debug("group_commit_failed", stage=stage[0], error=repr(e))
+            if self._budget_s <= 0:
+                # No budget: the publishes fail at once, before the producer is replaced (a
+                # replacement can take the stop and connect timeouts).
+                self._fail(
+                    live,
+                    PublishError(
+                        f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe
+                    ),
+                )
+                await self._reset_producer()
+                return
             await self._reset_producer()
             # An outage is a broker this process cannot reach: the new producer did not start,
             # or the failure was a lost connection. Anything else (a missing topic, a timeout
