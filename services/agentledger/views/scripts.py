@@ -55,37 +55,22 @@ return {
 }
 """
 
-#: Index entries of many runs, and then the batch's progress, in one call (every index key and
-#: the progress hash share the {idx} slot).
-#: KEYS: the status indexes in keys.STATUSES order, then intents, parked, progress.
-#: ARGV: now ms, #progress pairs, (field, offset) pairs (raised, never lowered),
-#: then per run: run id, status ('' = drop everywhere), score, #drop statuses,
-#: the drop statuses' positions (1-based in KEYS), #open intents, (member, score) pairs,
-#: #closed intents, members, parked ('1'/'0').
-#: Returns 1, or 0 (nothing written) when the progress hash lost its '_born' mark (a wipe).
-UPDATE_INDEXES = """
-local n_status = #KEYS - 3
-local intents = KEYS[n_status + 1]
-local parked = KEYS[n_status + 2]
-local progress = KEYS[n_status + 3]
-if redis.call('HEXISTS', progress, '_born') == 0 then
-  return 0
-end
-local now = ARGV[1]
-local n_progress = tonumber(ARGV[2])
-local i = 3 + 2 * n_progress
+#: The index entries of the runs in ARGV from position ``i`` to the end, as UPDATE_INDEXES and
+#: COMMIT both take them (one body, so the two cannot drift apart). The caller sets ``base``
+#: (how many KEYS come before the first status index), ``intents``, ``parked`` and ``now``.
+INDEX_ENTRIES = """
 while i <= #ARGV do
   local run = ARGV[i]
   local status = ARGV[i + 1]
   local score = ARGV[i + 2]
   local n_drop = tonumber(ARGV[i + 3])
   i = i + 4
-  for d = 1, n_drop do
-    redis.call('ZREM', KEYS[tonumber(ARGV[i])], run)
+  for _ = 1, n_drop do
+    redis.call('ZREM', KEYS[base + tonumber(ARGV[i])], run)
     i = i + 1
   end
   if status ~= '' then
-    redis.call('ZADD', KEYS[tonumber(status)], score, run)
+    redis.call('ZADD', KEYS[base + tonumber(status)], score, run)
   end
   local n_open = tonumber(ARGV[i])
   i = i + 1
@@ -106,6 +91,32 @@ while i <= #ARGV do
   end
   i = i + 1
 end
+"""
+
+#: Index entries of many runs, and then the batch's progress, in one call (every index key and
+#: the progress hash share the {idx} slot).
+#: KEYS: the status indexes in keys.STATUSES order, then intents, parked, progress.
+#: ARGV: now ms, #progress pairs, (field, offset) pairs (raised, never lowered),
+#: then per run: run id, status ('' = drop everywhere), score, #drop statuses,
+#: the drop statuses' positions (1-based in KEYS), #open intents, (member, score) pairs,
+#: #closed intents, members, parked ('1'/'0').
+#: Returns 1, or 0 (nothing written) when the progress hash lost its '_born' mark (a wipe).
+UPDATE_INDEXES = (
+    """
+local n_status = #KEYS - 3
+local intents = KEYS[n_status + 1]
+local parked = KEYS[n_status + 2]
+local progress = KEYS[n_status + 3]
+if redis.call('HEXISTS', progress, '_born') == 0 then
+  return 0
+end
+local now = ARGV[1]
+local n_progress = tonumber(ARGV[2])
+local base = 0
+local i = 3 + 2 * n_progress
+"""
+    + INDEX_ENTRIES
+    + """
 for p = 1, n_progress do
   local field = ARGV[1 + 2 * p]
   local offset = ARGV[2 + 2 * p]
@@ -116,6 +127,7 @@ for p = 1, n_progress do
 end
 return 1
 """
+)
 
 #: One slot group's share of a projector batch, all or nothing: the runs' views (each guarded by
 #: its token), their index entries and the group's progress (DESIGN.md §14).
@@ -129,7 +141,8 @@ return 1
 #: Returns {1, expired write numbers...}, {0, conflicting write numbers...} (nothing written),
 #: {-1} (the progress lost its '_born' mark: a wipe) or {-2, field} (progress below its floor:
 #: a failover lost writes of this slot).
-COMMIT = """
+COMMIT = (
+    """
 local n_writes = tonumber(ARGV[2])
 local n_progress = tonumber(ARGV[3])
 local first_index = 4 * n_writes
@@ -204,39 +217,11 @@ for w = 1, n_writes do
   end
 end
 local now = ARGV[1]
+local base = first_index
 i = pos
-while i <= #ARGV do
-  local run = ARGV[i]
-  local status = ARGV[i + 1]
-  local score = ARGV[i + 2]
-  local n_drop = tonumber(ARGV[i + 3])
-  i = i + 4
-  for _ = 1, n_drop do
-    redis.call('ZREM', KEYS[first_index + tonumber(ARGV[i])], run)
-    i = i + 1
-  end
-  if status ~= '' then
-    redis.call('ZADD', KEYS[first_index + tonumber(status)], score, run)
-  end
-  local n_open = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n_open do
-    redis.call('ZADD', intents, ARGV[i + 1], ARGV[i])
-    i = i + 2
-  end
-  local n_closed = tonumber(ARGV[i])
-  i = i + 1
-  for _ = 1, n_closed do
-    redis.call('ZREM', intents, ARGV[i])
-    i = i + 1
-  end
-  if ARGV[i] == '1' and status ~= '' then
-    redis.call('ZADD', parked, 'NX', now, run)
-  else
-    redis.call('ZREM', parked, run)
-  end
-  i = i + 1
-end
+"""
+    + INDEX_ENTRIES
+    + """
 i = 4
 for _ = 1, n_progress do
   local cur = redis.call('HGET', progress, ARGV[i])
@@ -247,6 +232,7 @@ for _ = 1, n_progress do
 end
 return done
 """
+)
 
 #: Point at a fresh namespace unless somebody already pointed elsewhere.
 #: KEYS: pointer.  ARGV: old namespace, fresh namespace.  Returns the live namespace.
