@@ -358,26 +358,35 @@ def _settings_classes() -> list[type[BaseSettings]]:
     return found
 
 
-def _names_of(cls: type[BaseSettings]) -> set[str]:
+def _fields_of(cls: type[BaseSettings]) -> dict[str, FieldInfo]:
+    """Each environment variable ``cls`` reads, with the field it sets."""
     prefix = str(cls.model_config.get("env_prefix") or "")
-    names = set()
+    fields: dict[str, FieldInfo] = {}
     for name, info in cls.model_fields.items():
         alias = info.validation_alias
         if isinstance(alias, str):
-            names.add(alias.upper())
+            fields[alias.upper()] = info
         elif isinstance(alias, AliasChoices):
-            names.update(choice.upper() for choice in alias.choices if isinstance(choice, str))
+            fields.update((c.upper(), info) for c in alias.choices if isinstance(c, str))
         else:
-            names.add(f"{prefix}{name}".upper())
-    return names
+            fields[f"{prefix}{name}".upper()] = info
+    return fields
+
+
+def declared_fields() -> dict[str, FieldInfo]:
+    """Every ``AGENTLEDGER_*`` variable that some imported settings class reads, with its field
+    (the first class to declare it: a subclass that narrows a field comes later)."""
+    fields: dict[str, FieldInfo] = {}
+    for cls in _settings_classes():
+        for name, info in _fields_of(cls).items():
+            if name.startswith(ENV_PREFIX):
+                fields.setdefault(name, info)
+    return fields
 
 
 def declared_variables() -> frozenset[str]:
     """Every ``AGENTLEDGER_*`` variable that some imported settings class reads."""
-    names: set[str] = set()
-    for cls in _settings_classes():
-        names |= _names_of(cls)
-    return frozenset(n for n in names if n.startswith(ENV_PREFIX))
+    return frozenset(declared_fields())
 
 
 def known_variables() -> frozenset[str]:

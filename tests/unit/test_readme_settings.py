@@ -1,0 +1,49 @@
+"""README's configuration table names every setting agentledger reads, and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentledger.variables import VARIABLES, documented_variables
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_table_lists_every_setting() -> None:
+    """Each variable of VARIABLES (kept equal to the settings classes) has a row in README's
+    Configuration table."""
+    documented = set(documented_variables(README.read_text(encoding="utf-8")))
+    missing = sorted(VARIABLES - documented)
+    assert missing == [], (
+        "add these to README's configuration table "
+        "(`python -m agentledger.variables --markdown --missing-from README.md` drafts the rows)"
+    )
+
+
+def test_the_readme_table_names_no_setting_that_does_not_exist() -> None:
+    """Every variable the Configuration table names is one a settings class reads (a renamed
+    or removed setting fails here)."""
+    documented = documented_variables(README.read_text(encoding="utf-8"))
+    assert sorted(set(documented) - VARIABLES) == []
+
+
+def test_each_setting_has_one_row() -> None:
+    """No variable is described twice in the table (two rows could say different things)."""
+    documented = documented_variables(README.read_text(encoding="utf-8"))
+    assert sorted({n for n in documented if documented.count(n) > 1}) == []
+
+
+def test_the_table_reader_finds_short_names_and_only_the_configuration_table() -> None:
+    """``..._X`` in a row stands for AGENTLEDGER_X, and variables named in other sections'
+    tables or in prose are not counted as documented."""
+    text = (
+        "# t\n\n## Other\n\n| `AGENTLEDGER_NOT_HERE` | x |\n\n## Configuration\n\n"
+        "Set `AGENTLEDGER_IN_PROSE` to ...\n\n| variable | default | meaning |\n|---|---|---|\n"
+        "| `AGENTLEDGER_A_PORT`, `..._A_HOST` | `1` | the A |\n| `AGENTLEDGER_B` | unset | b |\n\n"
+        "## Next\n\n| `AGENTLEDGER_AFTER` | x |\n"
+    )
+    assert documented_variables(text) == [
+        "AGENTLEDGER_A_PORT",
+        "AGENTLEDGER_A_HOST",
+        "AGENTLEDGER_B",
+    ]
