@@ -213,32 +213,19 @@ class CommonSettings(BaseSettings):
         )
         return (init_settings, env, dotenv_settings, file_secret_settings)
 
-    @field_validator("kafka_bootstrap")
+    @field_validator("kafka_bootstrap", "redis_url")
     @classmethod
-    def _bootstrap_has_ports(cls, value: str | None) -> str | None:
+    def _endpoint_shape(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """Unset or empty means the local stack; otherwise the endpoint must have its shape."""
         if value is None or value == "":
             return None
-        for part in value.split(","):
-            host, sep, port = part.strip().rpartition(":")
-            if not sep or not host or not port.isdigit():
-                msg = (
-                    f"AGENTLEDGER_KAFKA_BOOTSTRAP={value!r}: each entry must be host:port, "
-                    "e.g. 127.0.0.1:9092"
-                )
-                raise ValueError(msg)
-        return value
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_url_scheme(cls, value: str | None) -> str | None:
-        if value is None or value == "":
-            return None
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            msg = (
-                f"AGENTLEDGER_REDIS_URL={redacted_url(value)!r}: must start with redis://, "
-                "rediss:// or unix://, e.g. redis://127.0.0.1:6379/0"
-            )
-            raise ValueError(msg)
+        problem = (
+            _bootstrap_problem(value)
+            if info.field_name == "kafka_bootstrap"
+            else _redis_url_problem(value)
+        )
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("kafka_security_protocol", "kafka_sasl_mechanism", mode="before")
@@ -271,6 +258,26 @@ class CommonSettings(BaseSettings):
             msg = f"AGENTLEDGER_LOG_LEVEL={value!r}: use DEBUG, INFO, WARNING or ERROR"
             raise ValueError(msg)
         return upper
+
+
+def _bootstrap_problem(value: str) -> str | None:
+    for part in value.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            return (
+                f"AGENTLEDGER_KAFKA_BOOTSTRAP={value!r}: each entry must be host:port, "
+                "e.g. 127.0.0.1:9092"
+            )
+    return None
+
+
+def _redis_url_problem(value: str) -> str | None:
+    if value.startswith(("redis://", "rediss://", "unix://")):
+        return None
+    return (
+        f"AGENTLEDGER_REDIS_URL={redacted_url(value)!r}: must start with redis://, "
+        "rediss:// or unix://, e.g. redis://127.0.0.1:6379/0"
+    )
 
 
 def security_problem(s: CommonSettings) -> str | None:
