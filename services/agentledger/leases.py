@@ -7,7 +7,7 @@ from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from agentledger.bus.port import FenceGuard
+from agentledger.bus.port import FenceGuard, Holder
 from agentledger.errors import LeaseHeldError
 
 
@@ -67,5 +67,6 @@ class LeaseStore(FenceGuard):
         """The live lease of the run, or None if free or expired."""
 
     @abstractmethod
-    async def stale(self, fences: dict[str, int]) -> set[str]:
-        """Of the given (run, fence) pairs, those whose lease is missing, expired or re-fenced."""
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
+        """Of the given (run, holder) claims, those whose lease is missing, expired, re-fenced
+        or held by another owner (the same fence can be granted twice after a failover)."""

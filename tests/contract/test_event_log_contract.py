@@ -139,9 +139,9 @@ async def test_fence_guard_rejects_stale_writer_and_keeps_live_ones(env: LogEnv)
     leases = MemoryLeaseStore()
     log = await env.make(guard=leases)
     live, zombie = run_id(), run_id()
-    live_lease = await leases.acquire(live, "w-1", 60_000)
-    old = await leases.acquire(zombie, "w-old", 60_000)
-    new = await leases.acquire(zombie, "w-old", 60_000)  # same owner re-acquires: fence bumps
+    live_lease = await leases.acquire(live, "w-test", 60_000)
+    old = await leases.acquire(zombie, "w-test", 60_000)
+    new = await leases.acquire(zombie, "w-test", 60_000)  # same owner re-acquires: fence bumps
     assert new.fence == old.fence + 1
     results = await asyncio.gather(
         log.publish(step_events(live, fence=live_lease.fence)),
@@ -160,7 +160,7 @@ async def test_one_publish_is_all_or_nothing_under_the_guard(env: LogEnv) -> Non
     leases = MemoryLeaseStore()
     log = await env.make(guard=leases)
     live, gone = run_id(), run_id()
-    lease = await leases.acquire(live, "w-1", 60_000)
+    lease = await leases.acquire(live, "w-test", 60_000)
     with pytest.raises(StaleFenceError) as err:
         await log.publish([*step_events(live, fence=lease.fence), *step_events(gone, fence=1)])
     assert err.value.run_id == gone

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 import pytest
 
+from agentledger.bus.memory import MemoryEventLog
+from agentledger.bus.port import Holder
 from agentledger.errors import LeaseHeldError, StaleFenceError
+from agentledger.events import StepStarted
 from agentledger.leases import LeaseStore
 from agentledger.leasing import LeaseKeeper, MemoryLeaseStore
 from agentledger.leasing.redis_store import RedisLeaseStore
@@ -19,12 +23,17 @@ from agentledger.settings import CommonSettings
 LONG = 60_000
 
 
+Restore = Callable[[], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class LeaseEnv:
-    """A store, and a way to wipe it as FLUSHALL would."""
+    """A store, a way to wipe it as FLUSHALL would, and a way to snapshot one run's lease and
+    later put the snapshot back (as a failover to a replica that missed the writes since)."""
 
     store: LeaseStore
     flush: Callable[[], Awaitable[None]]
+    snapshot: Callable[[str], Awaitable[Restore]]
 
 
 @contextlib.asynccontextmanager
@@ -36,14 +45,39 @@ async def lease_env(settings: CommonSettings | None) -> AsyncIterator[LeaseEnv]:
         async def flush_memory() -> None:
             memory.flush()
 
-        yield LeaseEnv(memory, flush_memory)
+        async def snapshot_memory(run: str) -> Restore:
+            slots = memory._slots  # the test plays the failover that loses writes
+            kept = copy.copy(slots.get(run))
+
+            async def restore() -> None:
+                if kept is None:
+                    slots.pop(run, None)
+                else:
+                    slots[run] = copy.copy(kept)
+
+            return restore
+
+        yield LeaseEnv(memory, flush_memory, snapshot_memory)
         return
     async with RedisLeaseStore.from_settings(settings) as redis_store:
 
         async def flush_prefix() -> None:
             await redis_store.forget_all()
 
-        yield LeaseEnv(redis_store, flush_prefix)
+        async def snapshot_redis(run: str) -> Restore:
+            client = redis_store._client  # the test plays the failover
+            key = redis_store.key(run)
+            kept = await client.hgetall(key)
+
+            async def restore() -> None:
+                await client.delete(key)
+                if kept:
+                    await client.hset(key, mapping=kept)
+                    await client.pexpire(key, LONG)
+
+            return restore
+
+        yield LeaseEnv(redis_store, flush_prefix, snapshot_redis)
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
@@ -96,7 +130,7 @@ async def test_same_owner_reacquires_with_a_new_fence(env: LeaseEnv) -> None:
     first = await env.store.acquire(run, "w-1", LONG)
     second = await env.store.acquire(run, "w-1", LONG)
     assert second.fence == first.fence + 1
-    assert await env.store.stale({run: first.fence}) == {run}
+    assert await env.store.stale({run: Holder(first.fence, "w-1")}) == {run}
 
 
 async def test_expired_lease_goes_to_the_next_owner_and_fences_the_old(env: LeaseEnv) -> None:
@@ -109,8 +143,8 @@ async def test_expired_lease_goes_to_the_next_owner_and_fences_the_old(env: Leas
     assert new.fence == old.fence + 1
     with pytest.raises(StaleFenceError):
         await env.store.renew(old, LONG)
-    assert await env.store.stale({run: old.fence}) == {run}
-    assert await env.store.stale({run: new.fence}) == set()
+    assert await env.store.stale({run: Holder(old.fence, old.owner)}) == {run}
+    assert await env.store.stale({run: Holder(new.fence, new.owner)}) == set()
 
 
 async def test_expired_lease_cannot_be_renewed_even_unclaimed(env: LeaseEnv) -> None:
@@ -140,7 +174,7 @@ async def test_release_frees_the_run_but_keeps_the_fence(env: LeaseEnv) -> None:
     await env.store.release(lease)
     await env.store.release(lease)
     assert await env.store.current(run) is None
-    assert await env.store.stale({run: lease.fence}) == {run}
+    assert await env.store.stale({run: Holder(lease.fence, lease.owner)}) == {run}
     again = await env.store.acquire(run, "w-2", LONG)
     assert again.fence == lease.fence + 1
 
@@ -181,20 +215,20 @@ async def test_stale_answers_for_many_runs_at_once(env: LeaseEnv) -> None:
     released = [run_id() for _ in range(5)]
     expired = [run_id() for _ in range(5)]
     missing = [run_id() for _ in range(5)]
-    fences: dict[str, int] = {}
+    fences: dict[str, Holder] = {}
     for run in live:
-        fences[run] = (await env.store.acquire(run, "w-1", LONG)).fence
+        fences[run] = Holder((await env.store.acquire(run, "w-1", LONG)).fence, "w-1")
     for run in refenced:
-        fences[run] = (await env.store.acquire(run, "w-1", LONG)).fence
+        fences[run] = Holder((await env.store.acquire(run, "w-1", LONG)).fence, "w-1")
         await env.store.acquire(run, "w-1", LONG)
     for run in released:
         lease = await env.store.acquire(run, "w-1", LONG)
-        fences[run] = lease.fence
+        fences[run] = Holder(lease.fence, "w-1")
         await env.store.release(lease)
     for run in expired:
-        fences[run] = (await env.store.acquire(run, "w-1", 100)).fence
+        fences[run] = Holder((await env.store.acquire(run, "w-1", 100)).fence, "w-1")
     for run in missing:
-        fences[run] = 1
+        fences[run] = Holder(1, "w-1")
     await expire(100)
     assert await env.store.stale(fences) == {*refenced, *released, *expired, *missing}
     assert await env.store.stale({}) == set()
@@ -241,3 +275,36 @@ async def test_acquire_many_takes_the_free_runs_and_skips_the_held(env: LeaseEnv
     assert await env.store.current(free) is None
     assert await env.store.current(floored) is None
     assert await env.store.current(held) == other
+
+
+async def test_same_fence_different_owner_is_stale(env: LeaseEnv) -> None:
+    """A claim of the live lease's fence by another owner is stale; the holder's is live."""
+    run = run_id()
+    lease = await env.store.acquire(run, "w-1", LONG)
+    assert await env.store.stale({run: Holder(lease.fence, "w-2")}) == {run}
+    assert await env.store.stale({run: Holder(lease.fence, "w-1")}) == set()
+
+
+def step(run: str, fence: int, worker: str) -> StepStarted:
+    """A run event written by ``worker`` under ``fence``."""
+    return StepStarted(
+        run_id=run, seq=1, fence=fence, worker_id=worker, step=0, step_name="s", attempt=1
+    )
+
+
+async def test_writer_whose_acquisition_a_failover_lost_is_refused(env: LeaseEnv) -> None:
+    """A acquires fence f, a failover rewinds the lease to before that, B acquires and is granted
+    f too: A's next commit is refused as stale and B's commits (DESIGN.md §15)."""
+    run = run_id()
+    await env.store.release(await env.store.acquire(run, "w-prev", LONG))  # fence f - 1, free
+    rewind = await env.snapshot(run)
+    a = await env.store.acquire(run, "w-a", LONG)
+    await rewind()  # the promoted replica never saw A's acquisition
+    b = await env.store.acquire(run, "w-b", LONG)
+    assert b.fence == a.fence  # the same fence, granted twice
+    log = MemoryEventLog(guard=env.store)
+    with pytest.raises(StaleFenceError) as err:
+        await log.publish([step(run, a.fence, a.owner)])
+    assert err.value.run_id == run
+    await log.publish([step(run, b.fence, b.owner)])
+    assert [(e.fence, e.worker_id) for e in await log.read_run(run)] == [(b.fence, "w-b")]

@@ -10,7 +10,7 @@ from aiokafka import AIOKafkaProducer
 from agentledger.bus.admin import delete_topics, kafka_admin
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.partitioning import run_key
-from agentledger.bus.port import FenceGuard
+from agentledger.bus.port import FenceGuard, Holder
 from agentledger.errors import (
     ProducerFencedError,
     PublishError,
@@ -24,10 +24,10 @@ from agentledger.settings import CommonSettings
 pytestmark = pytest.mark.integration
 
 
-def started(run: str, seq: int = 1, fence: int = 1) -> StepStarted:
+def started(run: str, seq: int = 1, fence: int = 1, worker: str = "w") -> StepStarted:
     """A minimal run event."""
     return StepStarted(
-        run_id=run, seq=seq, fence=fence, worker_id="w", step=0, step_name="s", attempt=1
+        run_id=run, seq=seq, fence=fence, worker_id=worker, step=0, step_name="s", attempt=1
     )
 
 
@@ -94,8 +94,8 @@ async def test_redis_guard_rejects_a_zombie_on_the_real_broker(
         new = await leases.acquire("r", "w-2", 60_000)
         async with KafkaEventLog(ledger_settings, transactional_id="guarded", guard=leases) as log:
             with pytest.raises(StaleFenceError):
-                await log.publish([started("r", fence=old.fence)])
-            await log.publish([started("r", fence=new.fence)])
+                await log.publish([started("r", fence=old.fence, worker="w-1")])
+            await log.publish([started("r", fence=new.fence, worker="w-2")])
             assert [e.fence for e in await log.read_run("r")] == [new.fence]
 
 
@@ -183,7 +183,7 @@ class SlowThenBrokenGuard(FenceGuard):
     def __init__(self) -> None:
         self.checks = 0
 
-    async def stale(self, fences: dict[str, int]) -> set[str]:
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
         """Fail the first check (late), say every claim is live afterwards."""
         self.checks += 1
         if self.checks == 1:

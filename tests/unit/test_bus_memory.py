@@ -9,7 +9,7 @@ import pytest
 from agentledger.bus.fencing import claim_rounds, stale_claims
 from agentledger.bus.memory import MemoryEventLog
 from agentledger.bus.partitioning import partition_for, run_key
-from agentledger.bus.port import FenceGuard
+from agentledger.bus.port import FenceGuard, Holder
 from agentledger.errors import PublishError, RunLogCorruptError
 from agentledger.events import StepStarted, TopicNames
 
@@ -25,11 +25,11 @@ class CountingGuard(FenceGuard):
     """A guard that says nothing is stale and counts how often it was asked."""
 
     def __init__(self) -> None:
-        self.calls: list[dict[str, int]] = []
+        self.calls: list[dict[str, Holder]] = []
 
-    async def stale(self, fences: dict[str, int]) -> set[str]:
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
         """Record the question; nothing is stale."""
-        self.calls.append(dict(fences))
+        self.calls.append(dict(claims))
         return set()
 
 
@@ -44,7 +44,7 @@ async def test_held_publishes_commit_together_with_one_guard_call() -> None:
     assert log.records(log.topics.steps) == []
     await log.release_commits()
     await asyncio.gather(*tasks)
-    assert guard.calls == [{f"r{i}": 1 for i in range(5)}]
+    assert guard.calls == [{f"r{i}": Holder(1, "w") for i in range(5)}]
     assert len(log.records(log.topics.steps)) == 5
 
 
@@ -78,8 +78,19 @@ async def test_poison_record_of_a_run_is_reported_with_its_position() -> None:
 
 
 def test_claims_of_one_run_with_two_fences_go_to_separate_rounds() -> None:
-    """The guard is asked one fence per run per question: conflicting fences split rounds."""
-    assert claim_rounds({("a", 1), ("a", 2), ("b", 1)}) == [{"a": 1, "b": 1}, {"a": 2}]
+    """The guard is asked one holder per run per question: conflicting fences split rounds."""
+    assert claim_rounds({("a", 1, "w"), ("a", 2, "w"), ("b", 1, "w")}) == [
+        {"a": Holder(1, "w"), "b": Holder(1, "w")},
+        {"a": Holder(2, "w")},
+    ]
+
+
+def test_claims_of_one_run_with_two_owners_go_to_separate_rounds() -> None:
+    """Two owners claiming the same fence of one run are asked about separately."""
+    assert claim_rounds({("a", 1, "w-1"), ("a", 1, "w-2")}) == [
+        {"a": Holder(1, "w-1")},
+        {"a": Holder(1, "w-2")},
+    ]
 
 
 async def test_stale_claims_asks_once_for_all_batches() -> None:
@@ -87,4 +98,4 @@ async def test_stale_claims_asks_once_for_all_batches() -> None:
     guard = CountingGuard()
     batches = [[started("a")], [started("b"), started("c", fence=3)]]
     assert await stale_claims(guard, batches) == set()
-    assert guard.calls == [{"a": 1, "b": 1, "c": 3}]
+    assert guard.calls == [{"a": Holder(1, "w"), "b": Holder(1, "w"), "c": Holder(3, "w")}]

@@ -40,7 +40,7 @@ from agentledger.bus.clients import (
     stop_client,
     tune_concurrent_transactions_backoff,
 )
-from agentledger.bus.fencing import stale_claims, stale_error
+from agentledger.bus.fencing import Claim, stale_claims, stale_error
 from agentledger.bus.partitioning import key_for
 from agentledger.bus.port import EventLog, FenceGuard, Position
 from agentledger.bus.reading import RunReader
@@ -101,7 +101,7 @@ class CommitStats:
 class _StaleClaims(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
     """The fence check found stale claims; the transaction was aborted."""
 
-    def __init__(self, stale: set[tuple[str, int]]) -> None:
+    def __init__(self, stale: set[Claim]) -> None:
         super().__init__(f"{len(stale)} stale claim(s)")
         self.stale = stale
 
@@ -369,7 +369,7 @@ class KafkaEventLog(EventLog):
     async def _commit_once(self, live: list[_Pending]) -> None:
         """One try at writing ``live``; raises _Retry when a dependency is unreachable."""
         timeout = self._settings.kafka_publish_timeout_ms / 1000
-        checking: asyncio.Task[set[tuple[str, int]]] | None = None
+        checking: asyncio.Task[set[Claim]] | None = None
         if self._guard is not None:
             # The fence check runs beside begin + send; the transaction commits only once it has
             # said every claim is live (else it is aborted: read_committed readers never see it).
@@ -401,7 +401,7 @@ class KafkaEventLog(EventLog):
         self,
         live: list[_Pending],
         limit_s: float,
-        checking: asyncio.Task[set[tuple[str, int]]] | None,
+        checking: asyncio.Task[set[Claim]] | None,
     ) -> None:
         """One transaction of ``live``; raises _StaleClaims/_CheckFailed (after aborting it) when
         the fence check does not let it commit; resolves or fails every publish otherwise."""
@@ -451,7 +451,7 @@ class KafkaEventLog(EventLog):
         self,
         batch: list[_Pending],
         stage: list[str],
-        checking: asyncio.Task[set[tuple[str, int]]] | None,
+        checking: asyncio.Task[set[Claim]] | None,
     ) -> None:
         producer = self._producer
         if producer is None:

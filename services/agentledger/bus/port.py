@@ -4,19 +4,27 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from agentledger.events.models import Event, RunEvent
 from agentledger.events.positions import Position
 
-__all__ = ["EventLog", "EventPublisher", "FenceGuard", "Position"]
+__all__ = ["EventLog", "EventPublisher", "FenceGuard", "Holder", "Position"]
+
+
+class Holder(NamedTuple):
+    """Who a writer claims to be for a run: the fence and the owner of the lease it acquired."""
+
+    fence: int
+    owner: str
 
 
 class FenceGuard(ABC):
-    """Asked by the log right before a commit: which of these (run, fence) pairs are stale?"""
+    """Asked by the log right before a commit: which of these (run, holder) claims are stale?"""
 
     @abstractmethod
-    async def stale(self, fences: dict[str, int]) -> set[str]:
-        """The run ids whose current lease fence differs from the given one."""
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
+        """The run ids whose live lease is not held by the given owner with the given fence."""
 
 
 class EventPublisher(ABC):
@@ -32,10 +40,11 @@ class EventLog(EventPublisher):
 
     ``publish`` writes all given events in one transaction and returns once it is committed;
     concurrent calls may share one transaction (group commit). If a ``FenceGuard`` is configured,
-    a publish carrying events of a run whose fence is stale is not written at all and its caller
-    gets StaleFenceError; the other publishes of the same commit are unaffected. The guard is
-    asked before the commit, so a lease taken over in between lets a stale write through: readers
-    (the projector) still reject stale fences (DESIGN.md invariant 5).
+    a publish carrying events of a run whose fence or owner (``worker_id``) is stale is not
+    written at all and its caller gets StaleFenceError; the other publishes of the same commit
+    are unaffected. The guard is asked before the commit, so a lease taken over in between lets
+    a stale write through: readers (the projector) still reject stale fences (DESIGN.md
+    invariant 5).
     """
 
     @abstractmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentledger.bus.port import Holder
 from agentledger.errors import ConfigurationError, LeaseHeldError, StaleFenceError
 from agentledger.events.models import now_ms
 from agentledger.leases import Lease, LeaseStore
@@ -66,13 +67,13 @@ class MemoryLeaseStore(LeaseStore):
             return None
         return Lease(run_id, slot.owner, slot.fence, slot.expires_at)
 
-    async def stale(self, fences: dict[str, int]) -> set[str]:
-        """Runs whose lease is missing, expired or has another fence."""
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
+        """Runs whose lease is missing, expired or has another fence or owner."""
         now = self._clock()
         stale = set()
-        for run_id, fence in fences.items():
+        for run_id, (fence, owner) in claims.items():
             slot = self._slots.get(run_id)
-            if slot is None or not slot.owner or slot.expires_at <= now or slot.fence != fence:
+            if slot is None or not _holds(slot, Lease(run_id, owner, fence, 0), now):
                 stale.add(run_id)
         return stale
 

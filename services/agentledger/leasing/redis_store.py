@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import redis.exceptions
 from redis.asyncio import Redis
 
+from agentledger.bus.port import Holder
 from agentledger.errors import (
     ConfigurationError,
     LeaseHeldError,
@@ -179,18 +180,19 @@ class RedisLeaseStore(LeaseStore):
             return None
         return Lease(run_id, holder, int(fence), int(expires))
 
-    async def stale(self, fences: dict[str, int]) -> set[str]:
-        """Runs whose lease is missing, expired or has another fence: one pipelined round trip."""
-        if not fences:
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
+        """Runs whose lease is missing, expired or has another fence or owner: one round trip."""
+        if not claims:
             return set()
-        runs = list(fences)
+        runs = list(claims)
 
         async def ask() -> list[Any]:
             sha = await self._sha(scripts.STALE)
             pipe = self._client.pipeline(transaction=False)
             for run_id in runs:
                 # cluster pipelines block .evalsha; the raw command is routed by its key
-                pipe.execute_command("EVALSHA", sha, 1, self.key(run_id), fences[run_id])
+                fence, owner = claims[run_id]
+                pipe.execute_command("EVALSHA", sha, 1, self.key(run_id), fence, owner)
             result: list[Any] = await pipe.execute()
             return result
 

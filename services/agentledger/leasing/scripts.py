@@ -62,11 +62,13 @@ return 0
 #: -> {owner, fence, expires_at, now}
 CURRENT = _NOW + "\nreturn {owner, fence, expires, now}\n"
 
-#: ARGV: fence -> 1 if stale (missing, released, expired or another fence), else 0
+#: ARGV: fence, owner -> 1 if stale (missing, released, expired, another fence or another
+#: owner), else 0. The owner matters after a failover lost an acquisition: the same fence can
+#: then be granted to a second owner (DESIGN.md §15).
 STALE = (
     _NOW
     + """
-if owner ~= '' and expires > now and fence == tonumber(ARGV[1]) then
+if owner ~= '' and expires > now and fence == tonumber(ARGV[1]) and owner == ARGV[2] then
   return 0
 end
 return 1
