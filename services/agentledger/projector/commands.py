@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 from contextlib import AsyncExitStack
 from typing import Any
@@ -56,7 +57,8 @@ def register(subparsers: Any) -> None:
 
 
 def _projector(_args: argparse.Namespace) -> int:
-    """Run one faust worker until SIGTERM/SIGINT."""
+    """Run one faust worker until SIGTERM/SIGINT, or until a dependency has been unreachable
+    longer than the outage budget (then its UnreachableError: one line, exit 2)."""
     import faust  # noqa: PLC0415 - faust is heavy; only this command needs it
 
     from agentledger.projector.app import build_app  # noqa: PLC0415
@@ -68,7 +70,9 @@ def _projector(_args: argparse.Namespace) -> int:
     asyncio.run(require_topics(settings, topic_names(settings).run_topics))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    runtime = ProjectorRuntime(settings)
+    # Past the outage budget the runtime stops the worker as an operator's SIGTERM does (the
+    # worker's own handler: flush, commit, close), then the error is raised here.
+    runtime = ProjectorRuntime(settings, on_fatal=lambda: signal.raise_signal(signal.SIGTERM))
     app = build_app(settings, runtime)
     worker = faust.Worker(
         app,
@@ -77,7 +81,12 @@ def _projector(_args: argparse.Namespace) -> int:
         redirect_stdouts=False,
         quiet=True,
     )
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        if runtime.fatal is not None:
+            raise runtime.fatal from None
+        raise
     return 0
 
 

@@ -3,6 +3,11 @@
 A batch is never dropped: any failure is logged, the delivery state is reset (so the next
 attempt re-anchors on the progress Redis holds), and the batch is retried with backoff. This is
 the service's outermost loop, the one place that catches broadly.
+
+An unreachable Kafka or Redis is waited out for the outage budget (``outage_budget_s``), counted
+from the first failure of the outage; past it the runtime gives up: it keeps the error as
+:attr:`ProjectorRuntime.fatal`, asks the service to stop (``on_fatal``) and applies nothing more,
+so the batch is not dropped but left to the next run, which re-anchors on Redis's progress.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -39,6 +44,8 @@ _BACKOFF_MAX_S = 5.0
 #: projector.stalled alert, and /health says so until an attempt succeeds.
 STALL_AFTER_FAILURES = 8
 _REDIS_PING_S = 1.0
+#: The metrics page's own Redis read gives up after this (it does not wait an outage out).
+_PAGE_READ_S = 5.0
 
 
 @dataclass
@@ -86,7 +93,9 @@ class Failures:
 class ProjectorRuntime:
     """Everything one projector process holds open; start() once, stop() idempotent."""
 
-    def __init__(self, settings: ProjectorSettings) -> None:
+    def __init__(
+        self, settings: ProjectorSettings, *, on_fatal: Callable[[], None] | None = None
+    ) -> None:
         if settings.kafka_bootstrap is None or settings.redis_url is None:
             msg = "resolve the endpoints (agentledger.stack.resolve_settings) before starting"
             raise ValueError(msg)
@@ -102,6 +111,10 @@ class ProjectorRuntime:
         self._publisher: KafkaPublisher | None = None
         self._batch_failures = Failures()
         self._tick_failures = Failures()
+        #: The outage that outlasted the budget; the service stops and its entry raises it.
+        self.fatal: UnreachableError | None = None
+        self._on_fatal = on_fatal
+        self._outages: set[outage.Outage] = set()
 
     @property
     def projector(self) -> Projector:
@@ -188,17 +201,22 @@ class ProjectorRuntime:
             self._projector.revoke(tps)
 
     async def process(self, records: Sequence[Record]) -> None:
-        """Apply a delivered batch, retrying until it is applied (never dropped)."""
+        """Apply a delivered batch, retrying until it is applied (never dropped); past the
+        outage budget it waits for the service to stop instead (the next run applies it)."""
         await self.ready.wait()
         self._adopt_early_assignment()
         delay = _BACKOFF_FIRST_S
         while True:
+            if self.fatal is not None:
+                await _until_cancelled()
             started = time.monotonic()
             try:
                 await self.projector.process(records)
             except Exception as e:  # noqa: BLE001 - outermost loop: retry, never drop a batch
                 self.metrics.retries += 1
                 await self.projector.reset_delivery()
+                if self._gave_up(e):
+                    continue
                 error = f"{type(e).__name__}: {e}"
                 log.warning(
                     "batch_failed_retrying", error=error, retry_in_s=delay, records=len(records)
@@ -209,6 +227,7 @@ class ProjectorRuntime:
                 delay = min(delay * 2, _BACKOFF_MAX_S)
             else:
                 self._batch_failures.succeeded()
+                self._recovered()
                 log.debug(
                     "batch_applied",
                     records=len(records),
@@ -218,19 +237,48 @@ class ProjectorRuntime:
 
     async def tick(self) -> None:
         """Periodic catch-up, lag and gap alerts; failures are logged and tried next tick."""
-        if not self.ready.is_set():
+        if not self.ready.is_set() or self.fatal is not None:
             return
         self._adopt_early_assignment()
         try:
             await self.projector.tick()
         except Exception as e:  # noqa: BLE001 - outermost loop of the timer
             await self.projector.reset_delivery()
+            if self._gave_up(e):
+                return
             error = f"{type(e).__name__}: {e}"
             log.warning("tick_failed", error=error)
             if self._tick_failures.failed(error):
                 await self._alert_stalled(self._tick_failures)
         else:
             self._tick_failures.succeeded()
+            self._recovered()
+
+    def _gave_up(self, error: Exception) -> bool:
+        """Count a failure of an unreachable dependency towards its outage; True once the
+        outage has outlasted the budget (then :attr:`fatal` is set and the service told)."""
+        if self.fatal is not None:
+            return True
+        unreachable = _unreachable(error)
+        if unreachable is None:
+            return False
+        budget = self.settings.outage_budget_s
+        down = outage.outage_of(unreachable.what, unreachable.endpoint)
+        self._outages.add(down)
+        if down.failed(unreachable, budget) < budget:
+            return False
+        spent = unreachable.waited_s is not None and unreachable.waited_s >= budget
+        self.fatal = unreachable if spent else down.past_budget(budget, unreachable)
+        log.error("projector_gave_up", error=str(self.fatal), budget_s=budget)
+        if self._on_fatal is not None:
+            self._on_fatal()
+        return True
+
+    def _recovered(self) -> None:
+        """Work went through: every outage this runtime was counting is over."""
+        for down in self._outages:
+            down.recovered()
+        self._outages.clear()
 
     async def _alert_stalled(self, failures: Failures) -> None:
         """One projector.stalled alert per stall (best effort: Kafka may be the cause)."""
@@ -274,16 +322,36 @@ class ProjectorRuntime:
 
     async def parked_runs(self) -> int | None:
         """How many runs have events waiting ahead of a gap (for the metrics page); None while
-        Redis does not answer."""
+        Redis does not answer within :data:`_PAGE_READ_S`."""
         if self._store is None or self.metrics.namespace is None:
             return 0
         try:
-            return len(await self._store.overdue_parked(self.metrics.namespace, 2**62))
-        except UnreachableError:
+            parked = await within(
+                self._store.overdue_parked(self.metrics.namespace, 2**62), _PAGE_READ_S
+            )
+        except (UnreachableError, TimeoutError):
             return None
+        return len(parked)
 
     def _adopt_early_assignment(self) -> None:
         """Hand an assignment that arrived before start() finished to the projector."""
         if self._early is not None and self._projector is not None:
             self._projector.assign(self._early)
             self._early = None
+
+
+def _unreachable(error: BaseException) -> UnreachableError | None:
+    """The UnreachableError that ``error`` is or was raised from, if any."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, UnreachableError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
+async def _until_cancelled() -> None:
+    """Wait until the stopping service cancels the caller (after the runtime gave up)."""
+    await asyncio.get_running_loop().create_future()

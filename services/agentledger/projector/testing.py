@@ -228,6 +228,13 @@ class ProjectorProcess:
         async with aiohttp.ClientSession() as session, session.get(f"{self.url}/metrics") as r:
             return await r.text()
 
+    async def wait(self, timeout_s: float = 60.0) -> int:
+        """Until the child exits by itself; its exit code."""
+        if self._proc is None:
+            msg = f"{self.name} was not started"
+            raise RuntimeError(msg)
+        return await within(self._proc.wait(), timeout_s)
+
     def kill(self) -> None:
         """SIGKILL the child (no shutdown of any kind)."""
         if self._proc is not None and self._proc.returncode is None:

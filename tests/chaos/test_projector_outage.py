@@ -1,0 +1,102 @@
+"""Chaos: Redis goes away under a live projector for longer than the outage budget.
+
+The projector (``agentledger projector``, a child process) waits the outage out for the budget,
+counted from the first failure, then exits 2 with one line naming Redis and the wait; the batch
+it could not apply is not lost: once Redis is back, a new projector folds every event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+
+import pytest
+
+from agentledger.bus.kafka import KafkaEventLog
+from agentledger.events import RunEvent
+from agentledger.projector.settings import ProjectorSettings
+from agentledger.projector.testing import (
+    ProjectorProcess,
+    expected_view,
+    isolated_projector,
+    sample_run,
+    until,
+)
+from agentledger.views.model import RunView
+from agentledger.views.redis_store import RedisViewStore
+from tests.conftest import StackUnderTest
+
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(300)]
+
+BUDGET_S = 2
+
+
+async def publish(settings: ProjectorSettings, runs: dict[str, list[RunEvent]]) -> None:
+    """Publish every run in one transaction each."""
+    async with KafkaEventLog(settings, transactional_id=f"out-{uuid.uuid4().hex[:6]}") as log:
+        await asyncio.gather(*(log.publish(events) for events in runs.values()))
+
+
+async def wrong_views(store: RedisViewStore, runs: dict[str, list[RunEvent]]) -> list[str]:
+    """Runs whose live view is not (yet) the fold of their events."""
+    namespace = await store.live_namespace()
+    if namespace is None:
+        return sorted(runs)
+    stored = await store.load_runs(namespace, sorted(runs))
+    found: dict[str, RunView] = {r: s.view for r, s in stored.items()}
+    return [r for r in sorted(runs) if found.get(r) != expected_view(runs[r])]
+
+
+async def test_redis_gone_past_the_budget_stops_the_projector_in_one_line(
+    stack: StackUnderTest,
+) -> None:
+    """Redis SIGKILLed for longer than the budget makes the projector say it is not healthy,
+    then exit 2 with one line naming Redis and the wait (no traceback); after Redis is back a
+    new projector folds every event, those published during the outage included."""
+    local = stack.require_local()
+    if "redis" not in local.components:
+        pytest.skip("needs the embedded local Redis; an external AGENTLEDGER_REDIS_URL was given")
+    tag = uuid.uuid4().hex[:6]
+    before = {f"b{tag}{i}": sample_run(f"b{tag}{i}", steps=2) for i in range(20)}
+    during = {f"d{tag}{i}": sample_run(f"d{tag}{i}", steps=2) for i in range(20)}
+    async with isolated_projector(
+        stack.kafka_bootstrap, stack.redis_url, outage_budget_s=BUDGET_S
+    ) as settings:
+        assert settings.redis_url is not None
+        async with RedisViewStore.from_url(  # this reader rides the outage out
+            settings.redis_url,
+            key_prefix=settings.key_prefix,
+            retention_ms=settings.retention,
+            outage_budget_s=30,
+        ) as store:
+            first = ProjectorProcess(settings, name="gives-up")
+            try:
+                await first.start()
+                await first.wait_ready()
+                await publish(settings, before)
+                assert await until(lambda: wrong_views(store, before), lambda w: not w, 60) == []
+                try:
+                    assert await local.kill_redis()
+                    status, health = await first.health()
+                    await publish(settings, during)
+                    code = await first.wait(60)
+                finally:
+                    await local.up(["redis"])
+            finally:
+                await first.stop()
+            log = first.log_path.read_text(errors="replace")
+            lines = log.strip().splitlines()
+            assert status == 503, health
+            assert any("Redis" in p or "redis" in p for p in health["problems"]), health
+            assert code == 2, "\n".join(lines[-30:])
+            assert "Traceback" not in log, log[-3000:]
+            assert lines[-1].startswith("agentledger: error: Redis at "), lines[-1]
+            assert "is unreachable: gave up after waiting" in lines[-1], lines[-1]
+            assert f"(AGENTLEDGER_OUTAGE_BUDGET_S={BUDGET_S})" in lines[-1], lines[-1]
+            everything = before | during
+            async with ProjectorProcess(settings, name="catches-up") as second:
+                await second.wait_ready()
+                wrong = await until(lambda: wrong_views(store, everything), lambda w: not w, 90)
+                assert wrong == []
+    shutil.rmtree(first.log_path.parent, ignore_errors=True)  # kept above if a check failed
