@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 from agentledger.bus.admin import require_topics
 from agentledger.errors import UnreachableError
 from agentledger.settings import CommonSettings
+from tests.cli_support import nonblank_lines, projector_refusal
 
 
 @pytest.fixture
@@ -38,29 +37,19 @@ async def test_require_topics_on_a_silent_broker_is_unreachable(silent_port: int
         await require_topics(settings, ["agentledger.steps"])
 
 
-async def test_the_projector_on_a_silent_broker_exits_2_in_one_line(
+async def test_the_projector_on_a_silent_broker_exits_2_in_nonblank_lines(
     silent_port: int, tmp_path: Path
 ) -> None:
     """`agentledger projector` on a Kafka that never answers exits 2 with one line, no hang."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
-    env.update(
-        AGENTLEDGER_KAFKA_BOOTSTRAP=f"127.0.0.1:{silent_port}",
-        AGENTLEDGER_REDIS_URL="redis://127.0.0.1:1/0",
-        AGENTLEDGER_KAFKA_CONNECT_TIMEOUT_MS="1000",
-        AGENTLEDGER_STATE_DIR=str(tmp_path),
+    code, err = await projector_refusal(
+        {
+            "AGENTLEDGER_KAFKA_BOOTSTRAP": f"127.0.0.1:{silent_port}",
+            "AGENTLEDGER_REDIS_URL": "redis://127.0.0.1:1/0",
+            "AGENTLEDGER_KAFKA_CONNECT_TIMEOUT_MS": "1000",
+        },
+        tmp_path,
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentledger.cli", "--log-level", "ERROR", "projector",
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        async with asyncio.timeout(90):  # a bound for the failure message, not a timing claim
-            _, err = await proc.communicate()
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 2, err.decode()[-2000:]
-    lines = [line for line in err.decode().splitlines() if line.strip()]
+    assert code == 2, err[-2000:]
+    lines = nonblank_lines(err)
     assert len(lines) == 1
     assert f"127.0.0.1:{silent_port}" in lines[0]
