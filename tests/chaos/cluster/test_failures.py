@@ -3,53 +3,48 @@ leases. Every run finishes, every effect happens exactly once, and the views equ
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from aiokafka.errors import KafkaError
 
 from agentledger.bus.publisher import KafkaPublisher
-from agentledger.demo.agent import expected_effects
 from agentledger.events.models import RunEvent
 from agentledger.events.topics import topic_names
 from agentledger.fleet import FleetSettings, submit_run
 from agentledger.fleet.testing import (
     WorkerProcess,
-    alerts,
     fleet_settings,
     fold_runs,
     read_topics,
     wait_until,
 )
-from agentledger.projector.testing import ProjectorProcess, projector_settings
-from agentledger.providers.sandbox.client import SandboxClient
+from agentledger.projector.testing import projector_settings
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView
 from agentledger.views.fold import fold
-from agentledger.views.redis_store import RedisViewStore
 from tests.chaos.cluster.conftest import ClusterUnderTest
-from tests.chaos.test_fleet_chaos import essence, owners, reconciler
+from tests.chaos.fleet_support import (
+    AGENT,
+    effects_once,
+    essence,
+    owners,
+    running_fleet,
+    taken_over,
+    views_equal_the_fold,
+    zombie_named,
+)
 from tests.integration.fleet_support import finished
 
 pytestmark = [pytest.mark.chaos, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 RUNS = 20
-AGENT = "agentledger.fleet.examples:refund"
 THINK_S = 3.0  # each run's model call: long enough to have all 20 in flight at the kill
 LEASE_TTL_MS = 3_000
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def sandbox(tmp_path: Path) -> AsyncIterator[SandboxProcess]:
-    """The external world of this test."""
-    async with SandboxProcess(tmp_path / "sandbox.db") as process:
-        yield process
 
 
 def _fleet(settings: CommonSettings, sandbox: SandboxProcess, lease_ttl_ms: int) -> FleetSettings:
@@ -80,20 +75,7 @@ async def fleet_on_cluster(
         for i in range(workers)
     ]
     proj = projector_settings(common, projector_group=f"{tag}-projector")
-    async with (
-        ProjectorProcess(proj) as projector,
-        reconciler(base, sandbox.url),
-        contextlib.AsyncExitStack() as stack,
-    ):
-        await projector.wait_ready()
-        for proc in procs:
-            await stack.enter_async_context(proc)
-        shares = await wait_until(
-            lambda: asyncio.sleep(0, [w.assigned() for w in procs]),
-            lambda got: all(got) and sum(len(g or ()) for g in got) == common.run_partitions,
-            timeout_s=120,
-        )
-        assert all(shares), f"assignments: {shares}"
+    async with running_fleet(proj, base, sandbox, procs, assigned_within_s=120):
         yield procs
 
 
@@ -111,38 +93,9 @@ async def check_outcome(
     """Every run succeeded; 0 duplicate and 0 lost effects; Redis equals the fold of Kafka."""
     views = await wait_until(lambda: fold_runs(common), finished(ids), timeout_s=300)
     assert {r: views[r].status for r in ids} == dict.fromkeys(ids, "succeeded")
-    async with SandboxClient(sandbox.url) as client:
-        performed = await client.effects()
-    per_key = Counter(e.idempotency_key for e in performed)
-    per_logical = Counter((e.kind, str(e.payload.get("order_id"))) for e in performed)
-    assert max(per_key.values()) == 1, "a duplicate effect"
-    assert max(per_logical.values()) == 1, "a logical effect performed twice"
-    for i, run_id in enumerate(ids):
-        kinds = sorted(e.kind for e in views[run_id].effects.values())
-        assert kinds == sorted(expected_effects(i, run_id)), run_id
-        assert all(per_key[k] == 1 for k in views[run_id].effects), f"lost effect in {run_id}"
-    assert sum(per_key.values()) == sum(len(views[r].effects) for r in ids)
+    await effects_once(sandbox, views, ids)
     # the projector caught up: every Redis view equals the fold of the log
-    assert common.redis_url is not None
-    async with RedisViewStore.from_url(
-        common.redis_url, key_prefix=common.key_prefix, settings=common
-    ) as store:
-
-        async def stored() -> dict[str, RunView | None]:
-            return {r: await store.load(r) for r in ids}
-
-        got = await wait_until(
-            stored,
-            lambda got: all(
-                got[r] is not None and essence(got[r]) == essence(views[r])  # type: ignore[arg-type]
-                for r in ids
-            ),
-            timeout_s=120,
-        )
-    for run_id in ids:
-        found = got[run_id]
-        assert found is not None, run_id
-        assert essence(found) == essence(views[run_id]), run_id
+    await views_equal_the_fold(common, views, ids, timeout_s=120)
     return views
 
 
@@ -219,15 +172,7 @@ async def test_a_frozen_worker_is_fenced_after_waking(
         mine = [r for r, owner in going.items() if owner == frozen.worker_id]
         assert mine
         # past its leases: every run it held is finished or carried on by the survivor
-        await wait_until(
-            lambda: fold_runs(common),
-            lambda views: all(
-                r in views
-                and (views[r].status == "succeeded" or views[r].worker_id != frozen.worker_id)
-                for r in mine
-            ),
-            timeout_s=180,
-        )
+        await taken_over(common, frozen, mine, timeout_s=180)
         topics = list(topic_names(common).run_topics)
         before = await read_topics(common, topics)
         woke_at = {(tp.topic, tp.partition): off for tp, off, _ in before}
@@ -250,5 +195,4 @@ async def test_a_frozen_worker_is_fenced_after_waking(
     for run_id in ids:
         without = fold(RunView(run_id=run_id), kept[run_id]).view
         assert essence(without) == essence(views[run_id]), (run_id, late)
-    named = [a for a in await alerts(common) if a.worker_id == frozen.worker_id]
-    assert {a.code for a in named} & {"lease.lost", "fence.stale"}, named
+    await zombie_named(common, frozen)
