@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
+import structlog
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.topics import topic_specs
+from agentledger.logdefaults import configure_logging
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.stack import StackPaths
 from agentledger.stack.procs import is_alive
@@ -49,3 +54,18 @@ async def isolated(secure: SecureStack, mode: str) -> AsyncIterator[Given]:
     await ensure_topics(settings, specs)
     yield settings
     await delete_topics(settings, [spec.name for spec in specs])
+
+
+@pytest.fixture
+def all_logs() -> Iterator[io.StringIO]:
+    """Every log line of the process, ours (structlog) and the libraries' (aiokafka, redis,
+    asyncio) at DEBUG, captured in one buffer; the process's logging is put back after."""
+    handlers, level = logging.root.handlers[:], logging.root.level
+    config = structlog.get_config()
+    buffer = io.StringIO()
+    configure_logging("DEBUG", "json", stream=buffer)
+    logging.root.setLevel(logging.DEBUG)
+    yield buffer
+    logging.root.handlers[:] = handlers
+    logging.root.setLevel(level)
+    structlog.configure(**config)

@@ -4,11 +4,8 @@ and mTLS to Kafka, TLS with an ACL user to Redis."""
 from __future__ import annotations
 
 import io
-import logging
-from collections.abc import Iterator
 
 import pytest
-import structlog
 from pydantic import SecretStr
 
 from agentledger._core.loader import fold_log
@@ -16,7 +13,6 @@ from agentledger._core.ports import WorkerPorts
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.demo.agent import PLAN, refund_agent, spec_for
 from agentledger.errors import ConfigurationError
-from agentledger.logdefaults import configure_logging
 from agentledger.providers.memory import MemoryProvider
 from agentledger.stack.secure import SecureStack
 from agentledger.worker import Ledger, WorkerSettings
@@ -44,21 +40,6 @@ async def test_a_worker_run_over_the_secured_stack(secure: SecureStack, mode: st
         assert view.status == "succeeded"
         assert view.cursor == len(PLAN)
         assert len(provider.effects) == len(view.effects)
-
-
-@pytest.fixture
-def all_logs() -> Iterator[io.StringIO]:
-    """Every log line of the process, ours (structlog) and the libraries' (aiokafka, redis,
-    asyncio) at DEBUG, captured in one buffer; the process's logging is put back after."""
-    handlers, level = logging.root.handlers[:], logging.root.level
-    config = structlog.get_config()
-    buffer = io.StringIO()
-    configure_logging("DEBUG", "json", stream=buffer)
-    logging.root.setLevel(logging.DEBUG)
-    yield buffer
-    logging.root.handlers[:] = handlers
-    logging.root.setLevel(level)
-    structlog.configure(**config)
 
 
 async def test_secrets_are_never_logged(secure: SecureStack, all_logs: io.StringIO) -> None:
