@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+import struct
 
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
@@ -27,6 +28,10 @@ from agentledger.settings import CommonSettings
 
 PROBE_TIMEOUT_S = 5.0
 V = "AGENTLEDGER_KAFKA_"
+API_VERSIONS, SASL_HANDSHAKE = 18, 17
+ILLEGAL_SASL_STATE = 34  # what a listener without SASL answers a SASL handshake
+# TLS alerts of a broker that refused (or did not get) the client's certificate
+CERTIFICATE_ALERTS = ("CERTIFICATE", "UNKNOWN_CA", "DECRYPT_ERROR", "HANDSHAKE_FAILURE")
 
 
 def _first_server(bootstrap: str) -> tuple[str, int]:
@@ -61,10 +66,63 @@ async def _speaks_tls(host: str, port: int) -> bool:
     return True
 
 
-async def _tls_problem(settings: CommonSettings, where: str, host: str, port: int) -> str | None:
-    """The TLS handshake's failure with the client's own context, as a hint (None: it worked)."""
+def _request(api_key: int, version: int, body: bytes = b"") -> bytes:
+    """One Kafka request frame (request header v1: key, version, correlation id, client id)."""
+    client = b"agentledger-probe"
+    payload = struct.pack(">hhih", api_key, version, 1, len(client)) + client + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def _exchange(host: str, port: int, context: ssl.SSLContext | None, frame: bytes) -> bytes:
+    """Send one request frame on a new connection; the response (after its correlation id).
+
+    Raises what the connection raised: OSError, ssl.SSLError, asyncio.IncompleteReadError.
+    """
+    reader, writer = await asyncio.open_connection(
+        host, port, ssl=context, server_hostname=host if context is not None else None
+    )
     try:
-        context = kafka_options(settings)["ssl_context"]
+        writer.write(frame)
+        await writer.drain()
+        (size,) = struct.unpack(">i", await reader.readexactly(4))
+        return (await reader.readexactly(size))[4:]
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+
+
+async def _wants_sasl(host: str, port: int, context: ssl.SSLContext | None) -> bool:
+    """Whether the listener answers a SASL handshake as a SASL listener does."""
+    mechanism = b"PLAIN"
+    frame = _request(SASL_HANDSHAKE, 1, struct.pack(">h", len(mechanism)) + mechanism)
+    try:
+        response = await _exchange(host, port, context, frame)
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
+        return False
+    return len(response) >= 2 and struct.unpack(">h", response[:2])[0] != ILLEGAL_SASL_STATE
+
+
+def _certificate_problem(settings: CommonSettings, where: str, reason: str) -> str:
+    if settings.kafka_ssl_certfile is None:
+        return (
+            f"Kafka at {where} requires a client certificate ({reason}): set {V}SSL_CERTFILE "
+            f"and {V}SSL_KEYFILE"
+        )
+    return (
+        f"Kafka at {where} refused this client's certificate ({reason}): set {V}SSL_CERTFILE "
+        f"and {V}SSL_KEYFILE to a certificate signed by a CA the brokers trust"
+    )
+
+
+async def _tls_problem(settings: CommonSettings, where: str, host: str, port: int) -> str | None:
+    """The TLS handshake's failure with the client's own context, as a hint (None: it worked).
+
+    With TLS 1.3 a broker checks the client's certificate after the client has finished its
+    side of the handshake, so one request is sent too: a refused certificate shows there.
+    """
+    context = kafka_options(settings)["ssl_context"]
+    try:
         _, writer = await asyncio.open_connection(host, port, ssl=context, server_hostname=host)
     except ssl.SSLCertVerificationError as e:
         return (
@@ -82,6 +140,14 @@ async def _tls_problem(settings: CommonSettings, where: str, host: str, port: in
     writer.close()
     with contextlib.suppress(OSError, ssl.SSLError):
         await writer.wait_closed()
+    try:
+        await _exchange(host, port, context, _request(API_VERSIONS, 0))
+    except ssl.SSLError as e:
+        reason = str(e.reason or e)
+        if any(alert in reason.upper() for alert in CERTIFICATE_ALERTS):
+            return _certificate_problem(settings, where, reason)
+    except (OSError, asyncio.IncompleteReadError):
+        pass  # closed without an alert: the login probe names the likeliest setting
     return None
 
 
@@ -148,6 +214,14 @@ async def _probe(settings: CommonSettings, host: str, port: int) -> str | None:
             f"Kafka at {where} expects TLS but {V}SECURITY_PROTOCOL={protocol}: set it to "
             f"SASL_SSL or SSL (with the CA file in {V}SSL_CAFILE)"
         )
+    if protocol in ("PLAINTEXT", "SSL"):
+        context = kafka_options(settings).get("ssl_context")
+        if await _wants_sasl(host, port, context):
+            return (
+                f"Kafka at {where} asks for a SASL login but {V}SECURITY_PROTOCOL={protocol}: "
+                f"set it to {'SASL_SSL' if context else 'SASL_PLAINTEXT'} with "
+                f"{V}SASL_MECHANISM, {V}SASL_USERNAME and {V}SASL_PASSWORD"
+            )
     if protocol == "PLAINTEXT":
         return None
     return await _protocol_problem(settings, where, host, port)

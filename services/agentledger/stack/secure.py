@@ -12,6 +12,8 @@ one is for proving the client security end to end::
   formatted (``--add-scram``), PLAIN's by the listener's JAAS config.
 - Kafka listener ``SSL`` (:attr:`SecureStack.mtls_bootstrap`) requires a client certificate
   signed by the stack's CA (mutual TLS); it is also the inter-broker listener.
+- Kafka listener ``SASL_PLAINTEXT`` (:attr:`SecureStack.sasl_plaintext_bootstrap`) takes the
+  same logins without TLS: the bad-credentials tests point a PLAINTEXT client at it.
 - The controller listener is plaintext on loopback: clients cannot list topics through it.
 - Redis has no plaintext port: ``tls-port`` only, the ``default`` user disabled, one ACL user.
 
@@ -84,6 +86,7 @@ class SecureStack:
         self.certs: Certificates | None = None
         self.sasl_bootstrap = ""
         self.mtls_bootstrap = ""
+        self.sasl_plaintext_bootstrap = ""
         self.redis_port = 0
         self._procs: list[tuple[int, int, tuple[str, ...]]] = []
 
@@ -131,6 +134,16 @@ class SecureStack:
             "kafka_ssl_keyfile": certs.client_key,
         }
 
+    def sasl_plaintext_settings(self, mechanism: str) -> dict[str, Any]:
+        """CommonSettings values for the SASL_PLAINTEXT listener (a login without TLS)."""
+        return {
+            "kafka_bootstrap": self.sasl_plaintext_bootstrap,
+            "kafka_security_protocol": "SASL_PLAINTEXT",
+            "kafka_sasl_mechanism": mechanism,
+            "kafka_sasl_username": USER,
+            "kafka_sasl_password": self.password,
+        }
+
     @property
     def redis_url(self) -> str:
         """The TLS URL with the ACL user and its password."""
@@ -147,13 +160,15 @@ class SecureStack:
         self.root.mkdir(parents=True, exist_ok=True)
         self.certs = ensure_certificates(self.root / "certs")
         self.password = secrets.token_urlsafe(18)
-        sasl, mtls, controller, redis_port = free_ports([None, None, None, None])
+        sasl, mtls, plain, controller, redis_port = free_ports([None] * 5)
         self.sasl_bootstrap = f"127.0.0.1:{sasl}"
         self.mtls_bootstrap = f"127.0.0.1:{mtls}"
+        self.sasl_plaintext_bootstrap = f"127.0.0.1:{plain}"
         self.redis_port = redis_port
         redis_server = await find_redis_server()
         await asyncio.gather(
-            self._start_kafka(sasl, mtls, controller), self._start_redis(redis_server)
+            self._start_kafka(KafkaPorts(broker=sasl, controller=controller), mtls, plain),
+            self._start_redis(redis_server),
         )
 
     @property
@@ -168,20 +183,21 @@ class SecureStack:
             *(terminate(pid, ticks, markers, grace=STOP_GRACE_S) for pid, ticks, markers in procs)
         )
 
-    def _broker_properties(self, sasl: int, mtls: int, controller: int) -> dict[str, str | int]:
+    def _broker_properties(self, ports: KafkaPorts, mtls: int, plain: int) -> dict[str, str | int]:
         certs = self.require_certs()
-        props = server_properties(
-            KafkaPorts(broker=sasl, controller=controller), self.paths.kafka_data
+        props = server_properties(ports, self.paths.kafka_data)
+        ctrl = f"CONTROLLER://127.0.0.1:{ports.controller}"
+        listeners = (
+            f"SASL_SSL://127.0.0.1:{ports.broker},SSL://127.0.0.1:{mtls},"
+            f"SASL_PLAINTEXT://127.0.0.1:{plain}"
         )
-        ctrl = f"CONTROLLER://127.0.0.1:{controller}"
-        listeners = f"SASL_SSL://127.0.0.1:{sasl},SSL://127.0.0.1:{mtls}"
         props.update(
             {
                 "listeners": f"{listeners},{ctrl}",
                 "advertised.listeners": f"{listeners},{ctrl}",
                 "inter.broker.listener.name": "SSL",
                 "listener.security.protocol.map": (
-                    "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT"
+                    "SASL_SSL:SASL_SSL,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
                 ),
                 "sasl.enabled.mechanisms": ",".join(MECHANISMS),
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas_plain(USER, self.password),
@@ -191,20 +207,29 @@ class SecureStack:
                 "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 ),
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                    _jaas_plain(USER, self.password)
+                ),
+                "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                ),
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+                ),
                 **kafka_ssl_properties(certs, client_auth="none"),
                 "listener.name.ssl.ssl.client.auth": "required",
             }
         )
         return props
 
-    async def _start_kafka(self, sasl: int, mtls: int, controller: int) -> None:
+    async def _start_kafka(self, ports: KafkaPorts, mtls: int, plain: int) -> None:
         paths = self.paths
         if paths.kafka.exists():
             shutil.rmtree(paths.kafka)  # a fresh node each time: new password, new ports
         paths.kafka_data.mkdir(parents=True)
         paths.jars.symlink_to(self._jars, target_is_directory=True)
         paths.server_properties.write_text(
-            render_properties(self._broker_properties(sasl, mtls, controller))
+            render_properties(self._broker_properties(ports, mtls, plain))
         )
         paths.log4j.write_text(render_log4j2("INFO"))
         paths.tool_log4j.write_text(render_log4j2("WARN"))

@@ -1,6 +1,8 @@
 """Bad credentials stop a command at start: exit 2, one line naming the setting to fix, neither
-the password nor a traceback (Kafka: wrong password, wrong CA, plaintext or no client
-certificate against a TLS listener; Redis: wrong password, wrong CA, redis:// against TLS)."""
+the password nor a traceback (Kafka: a wrong password (SCRAM, PLAIN), a wrong CA, a plaintext
+client against a TLS or a SASL listener, TLS without SASL against SASL_SSL, no or an untrusted
+client certificate against mTLS; Redis: a wrong password or user, a wrong CA, redis:// against
+TLS, a cluster client against a single Redis)."""
 
 from __future__ import annotations
 
@@ -54,6 +56,11 @@ def wrong_password(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
     v["kafka_sasl_password"] = WRONG
 
 
+def wrong_plain_password(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    v["kafka_sasl_mechanism"] = "PLAIN"
+    v["kafka_sasl_password"] = WRONG
+
+
 def wrong_kafka_ca(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
     v["kafka_ssl_cafile"] = other_ca(tmp)
 
@@ -63,6 +70,29 @@ def plaintext_client(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
         v.pop(key)
     v.pop("kafka_ssl_cafile")
     v["kafka_security_protocol"] = "PLAINTEXT"
+
+
+def plaintext_against_sasl(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    plaintext_client(s, v, tmp)
+    v["kafka_bootstrap"] = s.sasl_plaintext_bootstrap
+
+
+def sasl_plaintext_against_tls(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    v.pop("kafka_ssl_cafile")
+    v["kafka_security_protocol"] = "SASL_PLAINTEXT"
+
+
+def tls_without_sasl(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    for key in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password"):
+        v.pop(key)
+    v.update({**s.mtls_settings(), "kafka_bootstrap": s.sasl_bootstrap})
+
+
+def untrusted_client_certificate(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    no_client_certificate(s, v, tmp)
+    other = ensure_certificates(tmp / "other")
+    v["kafka_ssl_certfile"] = other.client_cert
+    v["kafka_ssl_keyfile"] = other.client_key
 
 
 def no_client_certificate(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
@@ -75,14 +105,23 @@ def no_client_certificate(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
 
 KAFKA_CASES: list[tuple[Change, str]] = [
     (wrong_password, "AGENTLEDGER_KAFKA_SASL_PASSWORD"),
+    (wrong_plain_password, "AGENTLEDGER_KAFKA_SASL_PASSWORD"),
     (wrong_kafka_ca, "AGENTLEDGER_KAFKA_SSL_CAFILE"),
     (plaintext_client, "AGENTLEDGER_KAFKA_SECURITY_PROTOCOL"),
+    (plaintext_against_sasl, "AGENTLEDGER_KAFKA_SECURITY_PROTOCOL"),
+    (sasl_plaintext_against_tls, "AGENTLEDGER_KAFKA_SECURITY_PROTOCOL"),
+    (tls_without_sasl, "AGENTLEDGER_KAFKA_SECURITY_PROTOCOL"),
     (no_client_certificate, "AGENTLEDGER_KAFKA_SSL_CERTFILE"),
+    (untrusted_client_certificate, "AGENTLEDGER_KAFKA_SSL_CERTFILE"),
 ]
 
 
 def wrong_redis_password(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
     v["redis_url"] = s.redis_url.replace(s.password, WRONG)
+
+
+def wrong_redis_user(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    v["redis_url"] = s.redis_url.replace("rediss://agentledger:", "rediss://nobody:")
 
 
 def wrong_redis_ca(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
@@ -94,10 +133,16 @@ def plaintext_redis(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
     v.pop("redis_ssl_cafile")
 
 
+def cluster_against_single(s: SecureStack, v: dict[str, Any], tmp: Path) -> None:
+    v["redis_cluster"] = "true"
+
+
 REDIS_CASES: list[tuple[Change, str]] = [
     (wrong_redis_password, "AGENTLEDGER_REDIS_URL"),
     (wrong_redis_ca, "AGENTLEDGER_REDIS_SSL_CAFILE"),
     (plaintext_redis, "AGENTLEDGER_REDIS_URL"),
+    (wrong_redis_user, "AGENTLEDGER_REDIS_URL"),
+    (cluster_against_single, "AGENTLEDGER_REDIS_CLUSTER"),
 ]
 
 
