@@ -212,3 +212,35 @@ def test_timestamps_in_ids_are_not_taken_for_card_numbers() -> None:
     assert card_like("20261130182409")
     text = "ord-demo-20261130-182409-dc88-000"
     assert DEFAULT_REDACTOR.text(text) == text
+
+
+HINT_PIECES = [
+    "sk-", "sk_live_", "rk_test_", "AKIA", "ghp_", "github_pat_", "xoxb-", "AIza", "whsec_",
+    "npm_", "hf_", "eyJ", "Bearer ", "BASIC ", "AWS_SECRET", "Password", "apiKey", "x", "9",
+    " ", "_", "-", "=", ":", "\u212a", "\u017f",
+]  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(HINT_PIECES), max_size=8).map("".join))
+def test_a_rules_hint_is_found_wherever_its_anchor_matches(text: str) -> None:
+    """Every default rule's hint is in any text its anchor matches (lower-cased for a hint that
+    folds, in ASCII text), so passing over a text without the hint never misses a secret."""
+    for rule in DEFAULT_REDACTOR.rules:
+        if rule.hint is None or rule.anchor is None or rule.anchor.search(text) is None:
+            continue
+        if rule.hint_folds and not text.isascii():
+            continue
+        searched = text.lower() if rule.hint_folds else text
+        assert rule.hint.search(searched) is not None, (rule.name, text)
+
+
+def test_a_remembered_short_text_is_counted_each_time_it_is_masked() -> None:
+    """A short text masked once and met again is masked again and counted again."""
+    secret = "sk-" + "Q7" * 15
+    redactor = Redactor()
+    first = redactor.redact({"a": secret})
+    again = redactor.redact({"a": secret, "b": secret, "c": "plain"})
+    assert first.found == {"openai_key": 1}
+    assert again.found == {"openai_key": 2}
+    assert again.value == {"a": "[REDACTED:openai_key]", "b": "[REDACTED:openai_key]", "c": "plain"}

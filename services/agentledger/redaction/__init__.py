@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,11 @@ __all__ = [
 ]
 
 MASK_TEMPLATE = "[REDACTED:{name}]"
+#: Texts up to this long are remembered with what their scan found: keys and short values
+#: (``role``, a run id, an effect's kind) come again in every step's payloads.
+SHORT_TEXT = 128
+#: How many short texts a redactor remembers (it forgets them all when full).
+SHORT_TEXTS_KEPT = 4096
 
 #: Keys whose values are secrets whatever they look like. Keys are compared by their last dotted
 #: segment, lower-cased, without separators: ``clientSecret``, ``client-secret`` and
@@ -132,6 +138,9 @@ class Redactor:
         self.sensitive_keys = frozenset(_norm_key(k) for k in sensitive_keys)
         self.sensitive_suffixes = tuple(_norm_key(k) for k in sensitive_suffixes)
         self._mask = mask
+        # short text -> (the text masked, the rule names it masked); the redactor is pure, so
+        # a text's result never changes
+        self._short: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def text(self, value: str) -> str:
         """``value`` with every secret masked."""
@@ -174,6 +183,20 @@ class Redactor:
     def _text(self, value: str, found: dict[str, int]) -> str:
         if not value:
             return value
+        if len(value) > SHORT_TEXT:
+            return self._masked_text(value, found)
+        known = self._short.get(value)
+        if known is None:
+            names: Counter[str] = Counter()
+            known = (self._masked_text(value, names), tuple(names.elements()))
+            if len(self._short) >= SHORT_TEXTS_KEPT:
+                self._short.clear()
+            self._short[value] = known
+        for name in known[1]:
+            found[name] = found.get(name, 0) + 1
+        return known[0]
+
+    def _masked_text(self, value: str, found: dict[str, int]) -> str:
         spans = self.scan(value).spans
         if not spans:
             return value

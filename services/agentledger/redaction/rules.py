@@ -35,6 +35,13 @@ class Rule:
     window: int = WINDOW
     tail: tuple[Step, ...] = ()
     finder: Finder | None = field(default=None, compare=False)
+    #: A pattern wherever the anchor matches (the anchor without its left context): a text it is
+    #: not found in is passed over with one fast search, instead of an anchor search that cannot
+    #: skip ahead. ``hint_folds``: the hint is the lower case of a case-insensitive anchor; it is
+    #: searched in the lower-cased text, and only in ASCII text (where lower-casing is exactly
+    #: what IGNORECASE compares; other text is scanned without the hint).
+    hint: re.Pattern[str] | None = None
+    hint_folds: bool = False
 
     @classmethod
     def of(
@@ -49,13 +56,33 @@ class Rule:
         anchor: str | None = None,
         window: int = WINDOW,
         tail: tuple[Step, ...] = (),
+        hint: str | None = None,
+        hint_folds: bool = False,
     ) -> Rule:
-        """Build a rule from regular expression strings (``anchor`` takes the same ``flags``)."""
+        """Build a rule from regular expression strings (``anchor`` and a hint that does not
+        fold take the same ``flags``)."""
         start = None if anchor is None else re.compile(anchor, flags)
-        return cls(name, re.compile(regex, flags), group, check, spans, start, window, tail)
+        hinted = None if hint is None else re.compile(hint, 0 if hint_folds else flags)
+        return cls(
+            name,
+            re.compile(regex, flags),
+            group,
+            check,
+            spans,
+            start,
+            window,
+            tail,
+            hint=hinted,
+            hint_folds=hint_folds,
+        )
 
     def find(self, text: str, work: Work) -> Iterator[Span]:
         """The spans of ``text`` this rule masks, in order."""
+        if not self._hinted(text, work):
+            return iter(())
+        return self._find(text, work)
+
+    def _find(self, text: str, work: Work) -> Iterator[Span]:
         if self.finder is not None:
             yield from self.finder(text, work)
         elif self.anchor is None:
@@ -66,6 +93,17 @@ class Rule:
                     yield from self._masks(text, match.start(self.group), match.end(self.group))
         else:
             yield from drive(self.anchor, text, work, partial(self._attempt, text, work))
+
+    def _hinted(self, text: str, work: Work) -> bool:
+        """False when the hint proves ``text`` holds nothing of this rule."""
+        if self.hint is None:
+            return True
+        if self.hint_folds:
+            if not text.isascii():
+                return True
+            text = text.lower()
+        work.linear(len(text))
+        return self.hint.search(text) is not None
 
     def _attempt(self, text: str, work: Work, pos: int) -> Hit | None:
         end = min(len(text), pos + self.window)
@@ -158,8 +196,12 @@ def url_passwords(text: str, work: Work) -> Iterator[Span]:
     yield from drive(re.compile("://"), text, work, attempt)
 
 
-_CARD_RUN = re.compile(r"\d(?:[ \u00a0\u2007\u202f.\-]{0,2}+\d)*+")
+_CARD_SEPARATORS = " \u00a0\u2007\u202f.\\-"
+_CARD_RUN = re.compile(rf"\d(?:[{_CARD_SEPARATORS}]{{0,2}}+\d)*+")
 _CARD_MIN_DIGITS = 13
+#: A run of 13 digits is a stretch of 13 digits and separators starting with a digit: a text
+#: without one (most texts) is passed over in one search instead of an attempt at every digit.
+_CARD_STRETCH = re.compile(rf"\d[\d{_CARD_SEPARATORS}]{{{_CARD_MIN_DIGITS - 1}}}")
 
 
 def card_numbers(text: str, work: Work) -> Iterator[Span]:
@@ -176,6 +218,9 @@ def card_numbers(text: str, work: Work) -> Iterator[Span]:
             return [], run.end()
         return [(pos + a, pos + b) for a, b in card_spans(body)], run.end()
 
+    work.linear(len(text))
+    if _CARD_STRETCH.search(text) is None:
+        return
     yield from drive(re.compile(r"(?<!\d)\d"), text, work, attempt)
 
 
@@ -186,15 +231,25 @@ _TOKEN = "A-Za-z0-9_\\-"  # noqa: S105 - a character class, not a password
 _ALNUM = "A-Za-z0-9"
 
 
-def _token(name: str, prefix: str, body: str, least: int, chars: str | None = _ALNUM) -> Rule:
+def _token(
+    name: str,
+    prefix: str,
+    body: str,
+    least: int,
+    chars: str | None = _ALNUM,
+    *,
+    hint: str | None = None,
+) -> Rule:
     """``prefix`` (not glued to a letter or digit on its left) and at least ``least`` of
-    ``body``; the tail reads the rest of the run of ``chars`` (None: exactly ``least``)."""
+    ``body``; the tail reads the rest of the run of ``chars`` (None: exactly ``least``).
+    ``hint`` (by default the prefix) is a part of the prefix that a fast search finds."""
     return Rule.of(
         name,
         f"{prefix}[{body}]{{{least}}}",
         anchor=_LEFT + prefix,
         window=WINDOW + least,
         tail=() if chars is None else (Run(chars),),
+        hint=prefix if hint is None else hint,
     )
 
 
@@ -219,6 +274,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         group="tok",
         flags=re.IGNORECASE,
         anchor=_LEFT + "bearer",
+        hint="bearer",
+        hint_folds=True,
         tail=(Run(r"A-Za-z0-9\-._~+/"), Run("=")),
     ),
     Rule.of(
@@ -227,28 +284,34 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         group="tok",
         flags=re.IGNORECASE,
         anchor=_LEFT + "basic",
+        hint="basic",
+        hint_folds=True,
         tail=(Run("A-Za-z0-9+/"), Run("=")),
     ),
     Rule.of(
         "jwt",
         rf"eyJ[{_TOKEN}]{{5,}}+\.eyJ",
         anchor=_LEFT + "eyJ",
+        hint="eyJ",
         window=512,
         tail=(Run(_TOKEN, 5), Lit("."), Run(_TOKEN)),
     ),
-    _token("stripe_key", "(?:sk|rk|pk)_(?:live|test)_", _ALNUM, 10),
+    _token("stripe_key", "(?:sk|rk|pk)_(?:live|test)_", _ALNUM, 10, hint="_(?:live|test)_"),
     _token("stripe_webhook_secret", "whsec_", _ALNUM + "+/=", 20, _ALNUM + "+/="),
     _token("openai_key", "sk-", _TOKEN, 20, _TOKEN),
     Rule.of(
         "aws_access_key_id",
         "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}",
         anchor=_LEFT + "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)",
+        hint="(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)",
     ),
     Rule.of(
         "aws_secret_access_key",
         r"(?i:aws_?secret_?access_?key|aws_?secret)[\"'\s:=]{1,16}+(?P<sec>[A-Za-z0-9/+=]{40})",
         group="sec",
         anchor="(?i:aws)",
+        hint="aws",
+        hint_folds=True,
         window=100,
     ),
     _token("github_token", "gh[pousr]_", _ALNUM, 30),
@@ -270,6 +333,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         _ASSIGNED,
         group="val",
         anchor=rf"(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z]))(?i:{_WORDS})",
+        hint=_WORDS,
+        hint_folds=True,
         window=320,
         tail=(Run(r"^\s\"'&,;<>\\"),),
     ),
