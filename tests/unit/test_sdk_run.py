@@ -291,3 +291,16 @@ async def test_an_effect_keyed_on_an_earlier_step_returns_that_steps_outcome() -
             key = await run.step("a", first)
             assert await run.step("b", again) == [key, True]
         assert len(env.provider.effects) == 1
+
+
+async def test_the_implicit_finish_records_the_last_result_as_the_agent_left_it() -> None:
+    """A run finished on exit records the last step's recorded (redacted) result, and a result
+    the agent changed after the step returned is recorded as changed (and redacted)."""
+    async with LedgerEnvironment() as env:
+        async with env.ledger().run(spec("kept", plan=("a",))) as run:
+            await run.step("a", lambda s: const({"token": "secret", "n": 1}))
+        assert run.result == {"token": "[REDACTED:sensitive_key]", "n": 1}
+        async with env.ledger().run(spec("changed", plan=("a",))) as run:
+            value = await run.step("a", lambda s: const({"n": 1}))
+            value["password"] = "hunter2"
+        assert run.result == {"n": 1, "password": "[REDACTED:sensitive_key]"}

@@ -97,6 +97,8 @@ class RunSession:
         self.next_index = 0
         self.in_step = False
         self.last_result: Any = None
+        #: The inline JSON ``last_result`` was recorded as (None when stored by reference).
+        self.last_result_json: str | None = None
         self.places = effect_index(view)
         self.log = structlog.get_logger("agentledger.worker").bind(
             run_id=spec.run_id, worker_id=services.worker_id

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentledger._core import budget
 from agentledger._core.keys import check_name
-from agentledger._core.payloads import Encoded, loads
+from agentledger._core.payloads import Encoded, dumps, loads
 from agentledger._core.replay import check_step
 from agentledger._core.session import RunSession
 from agentledger._core.spec import Check, EffectResult
@@ -117,6 +117,18 @@ async def _encode_result(session: RunSession, index: int, name: str, raw: Any) -
         raise UsageError(msg, run_id=session.run_id, step=index) from e
 
 
+def _as_recorded(session: RunSession, result: Any) -> str | None:
+    """The last step's recorded JSON when ``result`` is that step's value, unchanged: it was
+    redacted when the step was checkpointed, and redacting it again only costs time."""
+    recorded = session.last_result_json
+    if recorded is None or result is not session.last_result:
+        return None
+    try:
+        return recorded if dumps(result) == recorded else None
+    except PayloadError:
+        return None
+
+
 class Run:
     """An open run. Call :meth:`step` for each step of the plan, in order.
 
@@ -202,6 +214,9 @@ class Run:
                         recorded.result_json, recorded.result_ref_uri, recorded.result_ref_hash
                     )
                     session.last_result = value
+                    session.last_result_json = (
+                        recorded.result_json if recorded.result_ref_uri is None else None
+                    )
                     outcome = "replayed"
                     return value
                 session.in_step = True
@@ -308,6 +323,7 @@ class Run:
             step.log.info("step_rejected", reason=reason)
             return None, reason
         session.kill_point("before_checkpoint")
+        session.last_result_json = encoded.json if encoded.ref_uri is None else None
         writer.append(
             StepCheckpointed,
             step=index,
@@ -363,7 +379,7 @@ class Run:
         if session.finished:
             return
         writer = session.writable()
-        result_json = session.services.payloads.inline(result)
+        result_json = _as_recorded(session, result) or session.services.payloads.inline(result)
         writer.append(RunFinished, status="succeeded", result_json=result_json)
         session.ensure_lease()
         await writer.flush()
