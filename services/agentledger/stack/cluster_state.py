@@ -8,13 +8,12 @@ import shlex
 from collections.abc import Mapping
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from agentledger.errors import StackError
 from agentledger.stack.cluster_config import ClusterPaths, Credentials
 from agentledger.stack.procs import is_ours
-
-CLUSTER_STATE_FORMAT = 1
+from agentledger.stack.state import StateFile, validated_state
+from agentledger.stack.statefile import write_state
 
 
 class ClusterProcess(BaseModel):
@@ -45,12 +44,9 @@ class ClusterProcess(BaseModel):
         return self.model_copy(update={"pid": None, "proc_start": None, "started_at": None})
 
 
-class ClusterState(BaseModel):
+class ClusterState(StateFile):
     """Everything cluster.json holds."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: int = CLUSTER_STATE_FORMAT
     secured: bool = False  # SASL_SSL listeners (False only before stack.certs existed)
     kafka_cluster_id: str | None = None
     kafka: tuple[ClusterProcess, ...] = ()
@@ -70,26 +66,15 @@ def load_cluster_state(paths: ClusterPaths) -> ClusterState:
         text = paths.state_file.read_text()
     except FileNotFoundError:
         return ClusterState()
-    try:
-        state = ClusterState.model_validate(json.loads(text))
-    except (json.JSONDecodeError, ValidationError) as e:
-        msg = (
-            f"state file {paths.state_file} is corrupt ({type(e).__name__}); stop its java and "
-            f"redis-server processes by hand and delete {paths.root}"
-        )
-        raise StackError(msg) from e
-    if state.format != CLUSTER_STATE_FORMAT:
-        msg = f"{paths.state_file} has format {state.format}, this version writes 1"
-        raise StackError(msg)
-    return state
+    return validated_state(
+        ClusterState, text, paths.state_file, stop="its java and redis-server", delete=paths.root
+    )
 
 
 def save_cluster_state(paths: ClusterPaths, state: ClusterState) -> ClusterState:
     """Write cluster.json atomically; returns the state written."""
     paths.root.mkdir(parents=True, exist_ok=True)
-    tmp = paths.state_file.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2) + "\n")
-    os.replace(tmp, paths.state_file)
+    write_state(paths.state_file, state)
     return state
 
 

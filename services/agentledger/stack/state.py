@@ -8,12 +8,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentledger.errors import StackError
 
 STATE_FORMAT = 1
+
+
+class StateFile(BaseModel):
+    """What every state file of ours holds first: the format it is written in."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format: int = STATE_FORMAT
 
 
 class ProcessRecord(BaseModel):
@@ -45,12 +54,9 @@ class RedisRecord(ProcessRecord):
     """Redis's record."""
 
 
-class StackState(BaseModel):
+class StackState(StateFile):
     """Everything the state file holds."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    format: int = STATE_FORMAT
     kafka: KafkaRecord | None = None
     redis: RedisRecord | None = None
     # Components started by a LocalStack context: stopped when its last holder leaves.
@@ -59,12 +65,26 @@ class StackState(BaseModel):
 
 def parse_state(text: str, source: Path) -> StackState:
     """Parse a state file; a corrupt one is a StackError naming the file and the fix."""
+    return validated_state(
+        StackState, text, source, stop="any agentledger java/redis-server", delete=source
+    )
+
+
+_State = TypeVar("_State", bound=StateFile)
+
+
+def validated_state(
+    model: type[_State], text: str, source: Path, *, stop: str, delete: Path
+) -> _State:
+    """A state file's text as ``model`` (in this version's format); a corrupt one is a
+    StackError naming the file and the fix: stop the ``stop`` processes by hand, delete
+    ``delete``."""
     try:
-        state = StackState.model_validate(json.loads(text))
+        state = model.model_validate(json.loads(text))
     except (json.JSONDecodeError, ValidationError) as e:
         msg = (
-            f"state file {source} is corrupt ({type(e).__name__}); stop any agentledger "
-            f"java/redis-server processes by hand and delete {source}"
+            f"state file {source} is corrupt ({type(e).__name__}); stop {stop} "
+            f"processes by hand and delete {delete}"
         )
         raise StackError(msg) from e
     if state.format != STATE_FORMAT:
@@ -73,8 +93,8 @@ def parse_state(text: str, source: Path) -> StackState:
     return state
 
 
-def render_state(state: StackState) -> str:
-    """The state file's JSON text."""
+def render_state(state: BaseModel) -> str:
+    """A state file's JSON text."""
     return state.model_dump_json(indent=2) + "\n"
 
 

@@ -7,6 +7,9 @@ import fcntl
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
+
+from pydantic import BaseModel
 
 from agentledger.stack.config import StackPaths
 from agentledger.stack.state import StackState, parse_state, render_state
@@ -21,11 +24,16 @@ def load_state(paths: StackPaths) -> StackState:
     return parse_state(text, paths.state_file)
 
 
+def write_state(path: Path, state: BaseModel) -> None:
+    """Write a state file atomically (a reader sees the old text or the new, never half)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(render_state(state))
+    os.replace(tmp, path)
+
+
 def save_state(paths: StackPaths, state: StackState) -> StackState:
     """Write the state file atomically; returns the state written."""
-    tmp = paths.state_file.with_suffix(".tmp")
-    tmp.write_text(render_state(state))
-    os.replace(tmp, paths.state_file)
+    write_state(paths.state_file, state)
     return state
 
 
