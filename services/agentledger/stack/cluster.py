@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
 from aiokafka.helpers import create_ssl_context
 
 from agentledger.errors import StackError
@@ -51,13 +49,18 @@ from agentledger.stack.config import (
     render_properties,
 )
 from agentledger.stack.jars import ensure_jars
-from agentledger.stack.kafka import check_java
+from agentledger.stack.kafka import (
+    check_java,
+    exit_detail,
+    live_brokers,
+    run_storage_tool,
+    spawn_broker,
+)
 from agentledger.stack.ports import accepts, free_ports, port_is_free
 from agentledger.stack.procs import (
     is_alive,
     kill_now,
     log_tail,
-    spawn_detached,
     terminate,
     wait_gone,
 )
@@ -242,24 +245,8 @@ class ClusterStack:
         """Format one node's log directory (no-op when formatted), SCRAM users included."""
         if (self.paths.broker_data(node) / "meta.properties").exists():
             return
-        proc = await asyncio.create_subprocess_exec(
-            *cluster_format_command(self.paths, node, cluster_id, creds),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-        )
-        try:
-            async with asyncio.timeout(FORMAT_TIMEOUT_S):
-                out, _ = await proc.communicate()
-        except TimeoutError as e:
-            proc.kill()
-            await proc.wait()
-            msg = f"formatting Kafka node {node} took longer than {FORMAT_TIMEOUT_S:.0f}s"
-            raise StackError(msg) from e
-        if proc.returncode != 0:
-            tail = "\n".join(out.decode(errors="replace").splitlines()[-15:])
-            msg = f"formatting Kafka node {node} failed:\n{tail}"
-            raise StackError(msg)
+        argv = cluster_format_command(self.paths, node, cluster_id, creds)
+        await run_storage_tool(argv, f"Kafka node {node}")
 
     async def _start_missing(self, state: ClusterState) -> ClusterState:
         """Spawn every broker that does not run, then wait until each sees all brokers."""
@@ -271,9 +258,7 @@ class ClusterStack:
             node = _node(rec.name)
             log_file = self.paths.broker_log(node)
             log_file.parent.mkdir(parents=True, exist_ok=True)
-            with log_file.open("a") as handle:
-                handle.write("\n===== agentledger: starting broker =====\n")
-            pid, ticks = spawn_detached(cluster_broker_command(self.paths, node), log_file)
+            pid, ticks = spawn_broker(cluster_broker_command(self.paths, node), log_file)
             records[i] = rec.model_copy(
                 update={"pid": pid, "proc_start": ticks, "started_at": _now()}
             )
@@ -302,9 +287,7 @@ class ClusterStack:
                     continue
                 if not is_alive(rec.pid, rec.proc_start):
                     tail = log_tail(self.paths.broker_log(_node(rec.name)), 30)
-                    errors = [ln for ln in tail.splitlines() if "ERROR" in ln or "Exception" in ln]
-                    detail = "\n".join(errors[-5:]) or tail[-2000:]
-                    msg = f"Kafka node {rec.name} exited during start-up:\n{detail}"
+                    msg = f"Kafka node {rec.name} exited during start-up:\n{exit_detail(tail)}"
                     raise StackError(msg)
                 if await accepts(rec.port) and await self._answers(state, rec.port) == BROKERS:
                     waiting.remove(rec)
@@ -318,20 +301,7 @@ class ClusterStack:
 
     async def _answers(self, state: ClusterState, port: int) -> int:
         """How many brokers the node on ``port`` reports (0 when it does not answer)."""
-        admin = AIOKafkaAdminClient(
-            bootstrap_servers=f"127.0.0.1:{port}",
-            request_timeout_ms=int(PROBE_TIMEOUT_S * 1000),
-            **self.client_options(state),
-        )
-        try:
-            async with asyncio.timeout(PROBE_TIMEOUT_S):
-                await admin.start()
-                cluster = await admin.describe_cluster()
-        except (KafkaError, OSError, TimeoutError):
-            return 0
-        finally:
-            await admin.close()
-        return len(cluster.get("brokers") or ())
+        return await live_brokers(f"127.0.0.1:{port}", PROBE_TIMEOUT_S, self.client_options(state))
 
     # -- down, status, chaos ---------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from agentledger.stack.config import (
     STORAGE_TOOL_MAIN,
     StackPaths,
     kafka_classpath,
+    kraft_node_properties,
 )
 
 BROKERS = 3
@@ -160,33 +161,18 @@ def broker_properties(
         f"{CONTROLLER_LISTENER}://127.0.0.1:{mine.controller}"
     )
     props: dict[str, str | int] = {
-        "process.roles": "broker,controller",
-        "node.id": node_id,
-        "controller.quorum.voters": voters(ports),
-        "listeners": listeners,
-        "advertised.listeners": listeners,
-        "controller.listener.names": CONTROLLER_LISTENER,
-        "inter.broker.listener.name": INTERNAL_LISTENER,
-        "listener.security.protocol.map": (
-            f"{CLIENT_LISTENER}:PLAINTEXT,{INTERNAL_LISTENER}:PLAINTEXT,"
-            f"{CONTROLLER_LISTENER}:PLAINTEXT"
+        **kraft_node_properties(
+            node_id=node_id,
+            quorum=("controller.quorum.voters", voters(ports)),
+            listeners=listeners,
+            names=(CONTROLLER_LISTENER, INTERNAL_LISTENER),
+            protocol_map=(
+                f"{CLIENT_LISTENER}:PLAINTEXT,{INTERNAL_LISTENER}:PLAINTEXT,"
+                f"{CONTROLLER_LISTENER}:PLAINTEXT"
+            ),
+            data_dir=data_dir,
+            replicas=(BROKERS, MIN_INSYNC),
         ),
-        "log.dirs": str(data_dir),
-        # Topics are created by `agentledger topics ensure` (see stack.config.server_properties).
-        "auto.create.topics.enable": "false",
-        "num.partitions": 1,
-        "default.replication.factor": BROKERS,
-        "min.insync.replicas": MIN_INSYNC,
-        "offsets.topic.replication.factor": BROKERS,
-        "offsets.topic.num.partitions": 1,
-        "transaction.state.log.replication.factor": BROKERS,
-        "transaction.state.log.min.isr": MIN_INSYNC,
-        "transaction.state.log.num.partitions": 1,
-        "share.coordinator.state.topic.replication.factor": BROKERS,
-        "share.coordinator.state.topic.min.isr": MIN_INSYNC,
-        "share.coordinator.state.topic.num.partitions": 1,
-        "group.initial.rebalance.delay.ms": 0,
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
         # A SIGKILLed node leaves the ISR within seconds, not the default 30 s, so writes with
         # acks=all go on with the two others instead of waiting for it.
         "replica.lag.time.max.ms": 5000,
@@ -195,10 +181,7 @@ def broker_properties(
         "controller.quorum.fetch.timeout.ms": 2000,
         "controller.quorum.election.timeout.ms": 1000,
         "unclean.leader.election.enable": "false",
-        "num.network.threads": 2,
-        "num.io.threads": 2,
         "num.replica.fetchers": 1,
-        "num.recovery.threads.per.data.dir": 1,
         "background.threads": 2,
         "log.cleaner.threads": 1,
         "log.cleaner.dedupe.buffer.size": 8388608,

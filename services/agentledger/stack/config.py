@@ -187,28 +187,56 @@ def server_properties(ports: KafkaPorts, data_dir: Path) -> dict[str, str | int]
     broker = f"127.0.0.1:{ports.broker}"
     controller = f"127.0.0.1:{ports.controller}"
     return {
+        **kraft_node_properties(
+            node_id=1,
+            quorum=("controller.quorum.bootstrap.servers", controller),
+            listeners=f"PLAINTEXT://{broker},CONTROLLER://{controller}",
+            names=("CONTROLLER", "PLAINTEXT"),
+            protocol_map="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            data_dir=data_dir,
+            replicas=(1, 1),
+        ),
+        "log.cleaner.dedupe.buffer.size": 16777216,
+    }
+
+
+def kraft_node_properties(
+    *,
+    node_id: int,
+    quorum: tuple[str, str],
+    listeners: str,
+    names: tuple[str, str],
+    protocol_map: str,
+    data_dir: Path,
+    replicas: tuple[int, int],
+) -> dict[str, str | int]:
+    """What every broker+controller of ours has (single node and cluster): its listeners
+    (``names``: the controller's and the inter-broker one), ``quorum`` (key and value),
+    internal topics with ``replicas`` (replication factor, min ISR), small thread pools."""
+    factor, min_isr = replicas
+    return {
         "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.bootstrap.servers": controller,
-        "listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
-        "advertised.listeners": f"PLAINTEXT://{broker},CONTROLLER://{controller}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "node.id": node_id,
+        quorum[0]: quorum[1],
+        "listeners": listeners,
+        "advertised.listeners": listeners,
+        "controller.listener.names": names[0],
+        "inter.broker.listener.name": names[1],
+        "listener.security.protocol.map": protocol_map,
         "log.dirs": str(data_dir),
         # Topics are created explicitly by `agentledger topics ensure`; an auto-created topic
         # would silently get one partition and break co-partitioning.
         "auto.create.topics.enable": "false",
         "num.partitions": 1,
-        "default.replication.factor": 1,
-        "min.insync.replicas": 1,
-        "offsets.topic.replication.factor": 1,
+        "default.replication.factor": factor,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": factor,
         "offsets.topic.num.partitions": 1,
-        "transaction.state.log.replication.factor": 1,
-        "transaction.state.log.min.isr": 1,
+        "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": min_isr,
         "transaction.state.log.num.partitions": 1,
-        "share.coordinator.state.topic.replication.factor": 1,
-        "share.coordinator.state.topic.min.isr": 1,
+        "share.coordinator.state.topic.replication.factor": factor,
+        "share.coordinator.state.topic.min.isr": min_isr,
         "share.coordinator.state.topic.num.partitions": 1,
         "group.initial.rebalance.delay.ms": 0,
         # A SIGKILLed writer's open transaction blocks read_committed readers of its partitions
@@ -217,7 +245,6 @@ def server_properties(ports: KafkaPorts, data_dir: Path) -> dict[str, str | int]
         "num.network.threads": 2,
         "num.io.threads": 2,
         "num.recovery.threads.per.data.dir": 1,
-        "log.cleaner.dedupe.buffer.size": 16777216,
     }
 
 

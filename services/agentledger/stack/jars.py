@@ -22,6 +22,7 @@ from agentledger.stack.config import (
     maven_command,
     render_pom,
 )
+from agentledger.stack.procs import last_lines, run_to_end
 
 log = structlog.get_logger(__name__)
 
@@ -135,23 +136,13 @@ async def _run_maven(paths: StackPaths, repo_local: Path | None) -> None:
     paths.pom.write_text(render_pom())
     argv = maven_command(paths, repo_local)
     log.info("stack_jars_fetching", kafka=KAFKA_VERSION, repo_local=str(repo_local or "~/.m2"))
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
     try:
-        async with asyncio.timeout(MAVEN_TIMEOUT_S):
-            out, _ = await proc.communicate()
+        code, out = await run_to_end(argv, MAVEN_TIMEOUT_S)
     except TimeoutError as e:
-        proc.kill()
-        await proc.wait()
         msg = f"Maven did not finish fetching the Kafka jars within {MAVEN_TIMEOUT_S:.0f}s"
         raise StackError(msg) from e
-    if proc.returncode != 0:
-        tail = "\n".join(out.decode(errors="replace").splitlines()[-15:])
-        msg = f"Maven failed to fetch the Kafka jars (exit {proc.returncode}):\n{tail}"
+    if code != 0:
+        msg = f"Maven failed to fetch the Kafka jars (exit {code}):\n{last_lines(out)}"
         raise StackError(msg)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient
@@ -25,7 +27,7 @@ from agentledger.stack.config import (
     server_properties,
 )
 from agentledger.stack.ports import accepts
-from agentledger.stack.procs import is_alive, log_tail, spawn_detached
+from agentledger.stack.procs import is_alive, last_lines, log_tail, run_to_end, spawn_detached
 
 log = structlog.get_logger(__name__)
 
@@ -77,31 +79,36 @@ async def format_storage(paths: StackPaths, cluster_id: str) -> None:
     if formatted_cluster_id(paths) is not None:
         return
     log.info("stack_kafka_formatting", data=str(paths.kafka_data), cluster_id=cluster_id)
-    proc = await asyncio.create_subprocess_exec(
-        *format_command(paths, cluster_id),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    await run_storage_tool(
+        format_command(paths, cluster_id),
+        "Kafka storage",
+        failed=f"Kafka storage in {paths.kafka_data}",
     )
+
+
+async def run_storage_tool(argv: list[str], what: str, *, failed: str | None = None) -> None:
+    """Run a storage tool ``format`` of ``what``; StackError with its output's tail (naming
+    ``failed``, else ``what``) when it fails or does not finish."""
     try:
-        async with asyncio.timeout(FORMAT_TIMEOUT_S):
-            out, _ = await proc.communicate()
+        code, out = await run_to_end(argv, FORMAT_TIMEOUT_S)
     except TimeoutError as e:
-        proc.kill()
-        await proc.wait()
-        msg = f"formatting Kafka storage took longer than {FORMAT_TIMEOUT_S:.0f}s"
+        msg = f"formatting {what} took longer than {FORMAT_TIMEOUT_S:.0f}s"
         raise StackError(msg) from e
-    if proc.returncode != 0:
-        tail = "\n".join(out.decode(errors="replace").splitlines()[-15:])
-        msg = f"formatting Kafka storage in {paths.kafka_data} failed:\n{tail}"
+    if code != 0:
+        msg = f"formatting {failed or what} failed:\n{last_lines(out)}"
         raise StackError(msg)
 
 
 def start_broker(paths: StackPaths) -> tuple[int, int]:
     """Spawn the broker detached; returns pid and start ticks."""
-    with paths.kafka_log.open("a") as handle:
+    return spawn_broker(kafka_command(paths), paths.kafka_log)
+
+
+def spawn_broker(argv: list[str], log_file: Path) -> tuple[int, int]:
+    """Spawn a broker detached, appending to ``log_file`` below a start line; pid, start ticks."""
+    with log_file.open("a") as handle:
         handle.write("\n===== agentledger: starting broker =====\n")
-    return spawn_detached(kafka_command(paths), paths.kafka_log)
+    return spawn_detached(argv, log_file)
 
 
 async def broker_answers(
@@ -109,20 +116,24 @@ async def broker_answers(
 ) -> bool:
     """Whether the broker answers a metadata request with itself as a live node (``settings``:
     the security options of a secured broker; None is the plaintext local stack)."""
+    return await live_brokers(bootstrap, limit_s, kafka_options(settings)) > 0
+
+
+async def live_brokers(bootstrap: str, limit_s: float, options: Mapping[str, Any]) -> int:
+    """How many live brokers the metadata of ``bootstrap`` lists (0 when it does not answer);
+    ``options``: the clients' connection options."""
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap,
-        request_timeout_ms=int(limit_s * 1000),
-        **kafka_options(settings),
+        bootstrap_servers=bootstrap, request_timeout_ms=int(limit_s * 1000), **options
     )
     try:
         async with asyncio.timeout(limit_s):
             await admin.start()
             cluster = await admin.describe_cluster()
     except (KafkaError, OSError, TimeoutError):
-        return False
+        return 0
     finally:
         await admin.close()
-    return bool(cluster.get("brokers"))
+    return len(cluster.get("brokers") or ())
 
 
 async def wait_broker_ready(
@@ -148,7 +159,11 @@ def _raise_died(log_file: Path) -> None:
     if BIND_FAILURE.search(tail):
         msg = f"Kafka could not bind its port (taken meanwhile); see {log_file}"
         raise KafkaBindError(msg)
-    errors = [line for line in tail.splitlines() if "ERROR" in line or "Exception" in line]
-    detail = "\n".join(errors[-5:]) or tail[-2000:]
-    msg = f"Kafka exited during start-up; see {log_file}:\n{detail}"
+    msg = f"Kafka exited during start-up; see {log_file}:\n{exit_detail(tail)}"
     raise StackError(msg)
+
+
+def exit_detail(tail: str) -> str:
+    """What a broker's log tail says about its exit: its last errors, else the tail itself."""
+    errors = [line for line in tail.splitlines() if "ERROR" in line or "Exception" in line]
+    return "\n".join(errors[-5:]) or tail[-2000:]

@@ -150,10 +150,34 @@ def kill_now(pid: int, start_ticks: int, markers: Sequence[str]) -> bool:
     return True
 
 
+async def run_to_end(argv: Sequence[str], limit_s: float) -> tuple[int, str]:
+    """Run a short command to its end: its exit code and combined output. Past ``limit_s`` the
+    command is killed and TimeoutError raised."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        async with asyncio.timeout(limit_s):
+            out, _ = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+def last_lines(text: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of a command's output."""
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
     """The last lines of a log file, for error messages."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return last_lines(text, lines)
