@@ -309,21 +309,25 @@ def new_cluster_id() -> str:
             return text
 
 
+def redis_conf_lines(data_dir: Path) -> list[str]:
+    """What every redis-server of ours is: on loopback, in the foreground (we manage the
+    process), AOF fsynced every second, logging to its stdout (our log file)."""
+    return [
+        "bind 127.0.0.1",
+        "protected-mode yes",
+        "daemonize no",
+        f'dir "{data_dir}"',
+        "appendonly yes",
+        "appendfsync everysec",
+        'save ""',
+        "loglevel notice",
+        'logfile ""',
+    ]
+
+
 def render_redis_conf(port: int, data_dir: Path) -> str:
-    """Redis on loopback, AOF fsynced every second, in the foreground (we manage the process)."""
-    return (
-        f"port {port}\n"
-        "bind 127.0.0.1\n"
-        "protected-mode yes\n"
-        "daemonize no\n"
-        f'dir "{data_dir}"\n'
-        "appendonly yes\n"
-        "appendfsync everysec\n"
-        'save ""\n'
-        "loglevel notice\n"
-        'logfile ""\n'
-        "databases 16\n"
-    )
+    """The single node's redis.conf: :func:`redis_conf_lines` on ``port``, 16 databases."""
+    return "\n".join([f"port {port}", *redis_conf_lines(data_dir), "databases 16"]) + "\n"
 
 
 def redis_command(redis_server: str, conf: Path) -> list[str]:

@@ -30,9 +30,10 @@ from redis.exceptions import RedisError
 from agentledger.errors import StackError
 from agentledger.redisclient import redis_options
 from agentledger.stack.certs import Certificates, ensure_certificates
+from agentledger.stack.config import redis_conf_lines
 from agentledger.stack.ports import free_ports
 from agentledger.stack.procs import is_alive, is_ours, kill_now, log_tail, spawn_detached, terminate
-from agentledger.stack.redis_server import find_redis_server
+from agentledger.stack.redis_server import answers_ping, find_redis_server, run_short
 
 USER = "agentledger"
 NODES = 6
@@ -151,21 +152,13 @@ def render_node_conf(
 ) -> str:
     """redis.conf of one cluster node: loopback, ACL user only, TLS-only when given files."""
     lines = [
-        "bind 127.0.0.1",
-        "protected-mode yes",
-        "daemonize no",
-        f'dir "{node_dir}"',
+        *redis_conf_lines(node_dir),
         "cluster-enabled yes",
         'cluster-config-file "nodes.conf"',
         f"cluster-node-timeout {NODE_TIMEOUT_MS}",
         f"cluster-port {bus_port}",
         # a replica takes over however long it was cut off: there is no other copy
         "cluster-replica-validity-factor 0",
-        "appendonly yes",
-        "appendfsync everysec",
-        'save ""',
-        "loglevel notice",
-        'logfile ""',
         "user default off",
         f"user {USER} on >{password} ~* &* +@all",
         f"masteruser {USER}",
@@ -187,23 +180,6 @@ def render_node_conf(
     return "\n".join(lines) + "\n"
 
 
-async def _run(*argv: str, limit_s: float) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        async with asyncio.timeout(limit_s):
-            out, _ = await proc.communicate()
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return -1, f"{argv[0]} timed out after {limit_s:.0f}s"
-    return proc.returncode or 0, out.decode(errors="replace")
-
-
 def _cli_flags(state: ClusterState) -> list[str]:
     flags = ["--user", USER, "--pass", state.password, "--no-auth-warning"]
     if state.tls:
@@ -212,13 +188,7 @@ def _cli_flags(state: ClusterState) -> list[str]:
 
 
 async def _answers(state: ClusterState, node: NodeRecord) -> bool:
-    client = state.node_client(node)
-    try:
-        return bool(await client.ping())
-    except (RedisError, OSError):
-        return False
-    finally:
-        await client.aclose()
+    return await answers_ping(state.node_client(node))
 
 
 async def _wait(state: ClusterState, check: Any, what: str, limit_s: float) -> None:
@@ -293,7 +263,7 @@ async def start_cluster(root: Path, *, tls: ClusterTls | None = None) -> Cluster
 
     await _wait(state, all_answer, "answer PING", READY_TIMEOUT_S)
     addresses = [f"127.0.0.1:{n.port}" for n in state.nodes]
-    code, out = await _run(
+    code, out = await run_short(
         "redis-cli",
         *_cli_flags(state),
         "--cluster",

@@ -15,7 +15,7 @@ from agentledger.errors import StackError
 from agentledger.redisclient import redis_options
 from agentledger.stack.config import StackPaths, redis_command, render_redis_conf
 from agentledger.stack.ports import accepts
-from agentledger.stack.procs import is_alive, log_tail, spawn_detached
+from agentledger.stack.procs import is_alive, log_tail, run_to_end, spawn_detached
 
 log = structlog.get_logger(__name__)
 
@@ -25,22 +25,13 @@ INSTALL_HINT = "apt-get update && apt-get install -y redis-server"
 _VERSION = re.compile(rb"v=(\d+\.\d+\.\d+)")
 
 
-async def _run(*argv: str, limit_s: float) -> tuple[int, str]:
-    """Run a short command, returning its exit code and combined output."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+async def run_short(*argv: str, limit_s: float) -> tuple[int, str]:
+    """Run a short command, returning its exit code and combined output (-1 and a line saying
+    so when it does not finish within ``limit_s``)."""
     try:
-        async with asyncio.timeout(limit_s):
-            out, _ = await proc.communicate()
+        return await run_to_end(argv, limit_s)
     except TimeoutError:
-        proc.kill()
-        await proc.wait()
         return -1, f"{argv[0]} timed out after {limit_s:.0f}s"
-    return proc.returncode or 0, out.decode(errors="replace")
 
 
 async def find_redis_server() -> str:
@@ -56,7 +47,7 @@ async def find_redis_server() -> str:
         ("apt-get", "update"),
         ("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y", "redis-server"),
     ):
-        code, out = await _run(*argv, limit_s=INSTALL_TIMEOUT_S)
+        code, out = await run_short(*argv, limit_s=INSTALL_TIMEOUT_S)
         if code != 0:
             tail = "\n".join(out.splitlines()[-10:])
             msg = f"`{' '.join(argv)}` failed (exit {code}); run `{INSTALL_HINT}` by hand:\n{tail}"
@@ -70,7 +61,7 @@ async def find_redis_server() -> str:
 
 async def redis_version(redis_server: str) -> str:
     """The redis-server version string (e.g. ``7.0.15``)."""
-    code, out = await _run(redis_server, "--version", limit_s=30.0)
+    code, out = await run_short(redis_server, "--version", limit_s=30.0)
     match = _VERSION.search(out.encode())
     if code != 0 or match is None:
         msg = f"`{redis_server} --version` did not report a version: {out.strip()[:200]}"
@@ -92,7 +83,13 @@ def start_redis(paths: StackPaths, redis_server: str, port: int) -> tuple[int, i
 
 async def redis_answers(port: int, limit_s: float = 2.0) -> bool:
     """Whether our Redis answers PING."""
-    client = Redis(host="127.0.0.1", port=port, socket_timeout=limit_s, **redis_options(None))
+    return await answers_ping(
+        Redis(host="127.0.0.1", port=port, socket_timeout=limit_s, **redis_options(None))
+    )
+
+
+async def answers_ping(client: Redis) -> bool:
+    """Whether ``client``'s server answers PING; the client is closed either way."""
     try:
         return bool(await client.ping())
     except (RedisError, OSError):
