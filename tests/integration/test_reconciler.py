@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from redis.asyncio import Redis
 
 from agentledger._core.keys import effect_key
@@ -46,7 +45,7 @@ from agentledger.providers.sandbox.client import SandboxClient, SandboxEffect
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.reconciler.app import ReconcilerApp, open_reconciler
 from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
-from agentledger.settings import CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.views.model import RunView
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step
@@ -59,28 +58,10 @@ REQUEST = EffectRequest(
 EFFECT = "charge"
 
 
-def _init_only(
-    cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource
-) -> tuple[PydanticBaseSettingsSource, ...]:
-    return (init_settings,)
-
-
-class TestReconcilerSettings(ReconcilerSettings):
+class TestReconcilerSettings(ArgumentsOnly, ReconcilerSettings):
     """ReconcilerSettings from explicit values only: the environment cannot leak in."""
 
     __test__ = False
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return _init_only(settings_cls, init_settings)
 
 
 def reconciler_settings(
@@ -220,22 +201,10 @@ def intent(run_id: str, key: str, *, seq: int, fence: int, worker: str) -> Effec
     )
 
 
-class TestCommonSettings(CommonSettings):
+class TestCommonSettings(ArgumentsOnly, CommonSettings):
     """CommonSettings from explicit values only."""
 
     __test__ = False
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Use the constructor's arguments only."""
-        return _init_only(settings_cls, init_settings)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
