@@ -11,7 +11,12 @@ from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import Position
 from agentledger.errors import ViewsRegressedError, ViewsWipedError
 from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunStarted, StepStarted
+from agentledger.events.codec import EventCodec
 from agentledger.events.models import RunEvent
+from agentledger.projector.applier import Applier
+from agentledger.projector.memory import CollectingPublisher
+from agentledger.projector.metrics import Metrics
+from agentledger.projector.ports import Record
 from agentledger.settings import CommonSettings
 from agentledger.views import RunView, fold
 from agentledger.views.keys import STATUSES, Keys
@@ -20,6 +25,7 @@ from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
 
 DAY = 24 * 3600 * 1000
+CODEC = EventCodec()
 
 
 class Clock:
@@ -206,6 +212,51 @@ async def test_only_touched_steps_and_effects_are_rewritten(store: ViewStore) ->
     again = (await store.load_runs(ns, ["r1"]))["r1"]
     assert again.view.steps[0].name == write.view.steps[0].name
     assert again.view.applied_seq == 4
+
+
+async def test_a_drop_mark_is_stored_with_the_run_and_counts_in_its_token(
+    store: ViewStore,
+) -> None:
+    """Parked events dropped over the cap: the run keeps the lowest dropped seq, its token
+    counts the mark as one more parked entry, readers see it, and clearing it is stored too."""
+    ns = await live(store)
+    events = run_events("r1", finished_at=50)
+    marked = write_of(None, "r1", [events[0], events[2]])
+    marked.dropped_from = 4
+    assert not (await store.write_runs(ns, [marked])).conflicts
+    stored = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert (stored.token, stored.dropped_from, [e.seq for e in stored.parked]) == ((1, 2), 4, [3])
+    at = await store.load_at("r1", [])
+    assert at is not None
+    assert at.dropped_from == 4
+    stale = write_of(None, "r1", [events[0]])
+    stale.expected = (1, 1)  # the token of the run before the mark: a conflict
+    assert (await store.write_runs(ns, [stale])).conflicts == {"r1"}
+    cleared = write_of(stored, "r1", events[1:])
+    assert not (await store.write_runs(ns, [cleared])).conflicts
+    again = (await store.load_runs(ns, ["r1"]))["r1"]
+    assert (again.token, again.dropped_from, again.parked) == ((5, 0), 0, [])
+
+
+async def test_the_applier_never_parks_more_than_its_cap_in_the_store(store: ViewStore) -> None:
+    """Events ahead of a gap beyond the applier's cap are not stored: the parked hash holds the
+    cap's lowest seqs and the run the lowest dropped seq, written with the view."""
+    ns = await live(store)
+    events = run_events("r1", finished_at=50)
+    published = CollectingPublisher()
+    applier = Applier(store, published, CODEC, metrics=Metrics(), parked_max=2)
+    for offset, event in enumerate(reversed(events[1:])):  # seqs 5, 4, 3, 2: 1 never comes
+        record = Record("t", 0, offset, run_key("r1"), CODEC.encode(event))
+        await applier.apply(ns, [record])
+        stored = (await store.load_runs(ns, ["r1"]))["r1"]
+        assert len(stored.parked) <= 2
+        parked_hash = (await store.snapshot(ns)).get(key(ns, "r1", "parked"))
+        assert parked_hash is not None
+        assert isinstance(parked_hash[1], dict)
+        assert len(parked_hash[1]) <= 2
+    assert sorted(e.seq for e in stored.parked) == [2, 3]
+    assert stored.dropped_from == 4
+    assert await store.overdue_parked(ns, 2**62) == ["r1"]
 
 
 async def test_finished_runs_get_a_ttl_and_runs_past_retention_are_deleted(

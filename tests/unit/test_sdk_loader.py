@@ -139,3 +139,22 @@ async def test_a_gap_in_the_log_itself_fails_as_the_whole_fold_does() -> None:
     await store.live_namespace(create=True)
     with pytest.raises(RunError, match="gap after seq 2"):
         await load_view(log, RUN, reader=store)
+
+
+async def test_a_view_that_dropped_parked_events_is_never_used_alone() -> None:
+    """A view the projector marked as missing events dropped over its parked cap is not resumed
+    from, though its progress covers the run: the whole run is folded from the log."""
+    log, store = SinceLog(), MemoryViewStore()
+    events = run_events(RUN, steps=2)
+    await log.publish(events)
+    namespace = await store.live_namespace(create=True)
+    assert namespace is not None
+    done = fold(RunView(run_id=RUN), events[:3])
+    write = RunWrite(RUN, None, done.view, steps=done.touched_steps, dropped_from=4)
+    await store.write_runs(namespace, [write])
+    ends = await log.run_end_positions(RUN)
+    await store.record_progress(namespace, {(p.topic, p.partition): p.offset for p in ends})
+    loaded = await load_view(log, RUN, reader=store)
+    assert loaded.source == "log"
+    assert loaded.view == fold(RunView(run_id=RUN), events).view
+    assert log.reads == [{}]

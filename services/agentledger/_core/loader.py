@@ -56,6 +56,8 @@ async def load_view(
         at = await reader.load_at(run_id, partitions)
         if at is None:  # no projector here (or a rebuild was swapped in while reading)
             return Loaded(await fold_log(log, run_id), "log")
+        if at.dropped_from:  # events the projector dropped over its parked cap: not in the view
+            return Loaded(await fold_log(log, run_id), "log")
         if at.covers(positions) and not at.parked:
             return Loaded(at.view or RunView(run_id=run_id), "views")
         if time.monotonic() >= deadline:

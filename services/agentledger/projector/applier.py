@@ -30,9 +30,15 @@ from agentledger.projector.findings import (
     stale_fence_alert,
 )
 from agentledger.projector.metrics import Metrics
+from agentledger.projector.parking import (
+    DEFAULT_PARKED_MAX,
+    bounded_parked,
+    needs_reread,
+)
 from agentledger.projector.ports import Record
 from agentledger.views.fold import FoldResult, fold
 from agentledger.views.keys import STATUSES
+from agentledger.views.layout import token_for
 from agentledger.views.model import OPEN_EFFECT_STATES, RunView
 from agentledger.views.store import (
     IndexUpdate,
@@ -104,6 +110,7 @@ class _Fold:
     status_before: str
     result: FoldResult
     parked: list[RunEvent]
+    dropped_from: int
     write: RunWrite | None
 
 
@@ -164,14 +171,6 @@ def decode_records(
     return out
 
 
-def unique_parked(events: list[RunEvent]) -> list[RunEvent]:
-    """Parked events without duplicates, in the order they will be admitted."""
-    seen: dict[str, RunEvent] = {}
-    for event in events:
-        seen.setdefault(event.event_id, event)
-    return sorted(seen.values(), key=lambda e: (e.seq, e.fence, e.event_id))
-
-
 def index_update(
     view: RunView,
     *,
@@ -218,8 +217,13 @@ class Applier:
         metrics: Metrics,
         cache_size: int = 20_000,
         partitions: int | None = None,
+        parked_max: int = DEFAULT_PARKED_MAX,
     ) -> None:
         self._store = store
+        self._parked_max = parked_max
+        # runs whose next event may be one dropped over the parked cap: the runner re-reads
+        # their records from the log (outside any read of it) and applies them as ``complete``
+        self._rereads: set[str] = set()
         self._partitions = partitions
         self._publisher = publisher
         self._codec = codec
@@ -232,8 +236,14 @@ class Applier:
         self._alerted = RecentIds(_LETTERED_KEPT)
 
     def reset(self) -> None:
-        """Forget cached runs (another namespace, or after an error)."""
+        """Forget cached runs and pending re-reads (another namespace, or after an error)."""
         self._cache.clear()
+        self._rereads.clear()
+
+    def take_rereads(self) -> set[str]:
+        """The runs to re-read from the log since the last call (see :mod:`.parking`)."""
+        found, self._rereads = self._rereads, set()
+        return found
 
     async def apply(
         self,
@@ -241,17 +251,23 @@ class Applier:
         records: Sequence[Record],
         progress: Mapping[TopicPartition, int] | None = None,
         floors: Mapping[TopicPartition, int] | None = None,
+        *,
+        complete: frozenset[str] = frozenset(),
     ) -> None:
         """Apply ``records`` to ``namespace`` and raise ``progress`` with the views (one atomic
         step per slot group), provided the stored progress reached ``floors`` (else
-        ViewsRegressedError); on any error drop the cache and re-raise."""
+        ViewsRegressedError); on any error drop the cache and re-raise.
+
+        ``complete`` names runs whose every record up to now is in ``records`` (a re-read of
+        their log): the events they dropped over the parked cap are among them, so their drop
+        mark is recomputed from this fold alone. Dead letters of such a re-read were published
+        when the records were first applied, and are not published again.
+        """
         try:
-            await self._apply(
-                namespace,
-                decode_records(self._codec, records, self._partitions),
-                progress or {},
-                floors or {},
-            )
+            batch = decode_records(self._codec, records, self._partitions)
+            if complete:
+                batch.letters = []
+            await self._apply(namespace, batch, progress or {}, floors or {}, complete)
         except BaseException:
             self._cache.clear()
             raise
@@ -262,6 +278,7 @@ class Applier:
         batch: Decoded,
         progress: Mapping[TopicPartition, int],
         floors: Mapping[TopicPartition, int],
+        complete: frozenset[str],
     ) -> None:
         letters = [x for x in batch.letters if x.event_id not in self._lettered]
         if letters:
@@ -278,7 +295,7 @@ class Applier:
                 )
         pending = dict(batch.runs)
         for _ in range(MAX_CONFLICT_ROUNDS):
-            folds = await self._fold_all(namespace, pending)
+            folds = await self._fold_all(namespace, pending, complete)
             # findings are durable before the progress that passes the records raising them
             alerts = [a for done in folds.values() for a in self._alerts(done, batch)]
             fresh = [a for a in alerts if a.alert_id not in self._alerted]
@@ -305,7 +322,7 @@ class Applier:
         raise ViewWriteConflictError(msg, run_id=run_id)
 
     async def _fold_all(
-        self, namespace: str, pending: dict[str, list[RunEvent]]
+        self, namespace: str, pending: dict[str, list[RunEvent]], complete: frozenset[str]
     ) -> dict[str, _Fold]:
         states: dict[str, StoredRun] = {}
         missing = []
@@ -324,10 +341,11 @@ class Applier:
                 state = StoredRun(RunView(run_id=run_id), [], None)
             status_before = state.view.status
             result = fold(state.view, state.parked + events, in_place=True)
-            parked = unique_parked(result.parked)
+            since = 0 if run_id in complete else state.dropped_from
+            parked, dropped_from = bounded_parked(result.parked, self._parked_max, since)
             parked_changed = {e.event_id for e in parked} != {e.event_id for e in state.parked}
             write = None
-            if result.applied or parked_changed:
+            if result.applied or parked_changed or dropped_from != state.dropped_from:
                 write = RunWrite(
                     run_id=run_id,
                     expected=state.token,
@@ -336,8 +354,9 @@ class Applier:
                     effects=set(result.touched_effects),
                     parked=parked,
                     parked_changed=parked_changed,
+                    dropped_from=dropped_from,
                 )
-            folds[run_id] = _Fold(state, cold, status_before, result, parked, write)
+            folds[run_id] = _Fold(state, cold, status_before, result, parked, dropped_from, write)
         return folds
 
     def _settle(self, run_id: str, done: _Fold, *, expired: bool) -> None:
@@ -353,10 +372,17 @@ class Applier:
         if expired:
             self._cache.drop(run_id)
             return
+        if needs_reread(result.view, done.dropped_from):
+            self._rereads.add(run_id)
         if done.write is None and (not done.cold or done.state.token is None):
             return
-        token = (result.view.applied_seq, len(done.parked))
-        stored = StoredRun(result.view, done.parked, token if done.write else done.state.token)
+        token = token_for(result.view.applied_seq, len(done.parked), done.dropped_from)
+        stored = StoredRun(
+            result.view,
+            done.parked,
+            token if done.write else done.state.token,
+            done.dropped_from,
+        )
         if stored.token is not None:
             self._cache.put(run_id, stored)
 
@@ -400,5 +426,5 @@ def _index_of(done: _Fold) -> IndexUpdate | None:
         cold=done.cold,
         status_before=done.status_before,
         effects=done.result.touched_effects,
-        parked=bool(done.parked),
+        parked=bool(done.parked) or done.dropped_from > 0,
     )

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RunEvent
-from agentledger.projector.applier import decode_records, index_update, unique_parked
+from agentledger.projector.applier import decode_records, index_update
+from agentledger.projector.parking import DEFAULT_PARKED_MAX, bounded_parked, unique_parked
 from agentledger.projector.ports import LogReader, Record
 from agentledger.views.fold import fold
 from agentledger.views.model import RunView
@@ -79,9 +80,14 @@ class PartitionFold:
     """The in-memory fold of one partition number's records (pure: no I/O)."""
 
     def __init__(
-        self, codec: EventCodec, counts: BulkCounts, partitions: int | None = None
+        self,
+        codec: EventCodec,
+        counts: BulkCounts,
+        partitions: int | None = None,
+        parked_max: int = DEFAULT_PARKED_MAX,
     ) -> None:
         self._codec = codec
+        self._parked_max = parked_max
         self._counts = counts
         self._partitions = partitions
         self._runs: dict[str, _Run] = {}
@@ -107,6 +113,9 @@ class PartitionFold:
             view = state.view
             if view.applied_seq == 0 and not state.parked:
                 continue  # nothing admitted: the live projector writes nothing either
+            # every record is in memory here, parking is bounded only where it is stored: what
+            # waits behind a gap of the log is kept up to the cap, as the live projector keeps it
+            parked, dropped_from = bounded_parked(state.parked, self._parked_max)
             writes.append(
                 RunWrite(
                     run_id=run_id,
@@ -114,12 +123,17 @@ class PartitionFold:
                     view=view,
                     steps=set(view.steps),
                     effects=set(view.effects),
-                    parked=state.parked,
-                    parked_changed=bool(state.parked),
+                    parked=parked,
+                    parked_changed=bool(parked),
+                    dropped_from=dropped_from,
                 )
             )
             updates[run_id] = index_update(
-                view, cold=True, status_before=view.status, effects=(), parked=bool(state.parked)
+                view,
+                cold=True,
+                status_before=view.status,
+                effects=(),
+                parked=bool(parked) or dropped_from > 0,
             )
         return writes, updates
 
@@ -161,6 +175,7 @@ async def bulk_replay(
     on_progress: Callable[[Progress], None] | None = None,
     progress_every_s: float = 1.0,
     partitions: int | None = None,
+    parked_max: int = DEFAULT_PARKED_MAX,
 ) -> BulkCounts:
     """Fold ``ranges`` into ``namespace`` one partition number at a time, each run written once;
     writing partition ``p`` overlaps reading ``p + 1``; progress recorded at the end."""
@@ -183,7 +198,7 @@ async def bulk_replay(
     async with asyncio.TaskGroup() as tg:
         writing: asyncio.Task[None] | None = None
         for number in sorted(by_number):
-            part = PartitionFold(codec, counts, partitions)
+            part = PartitionFold(codec, counts, partitions, parked_max)
             async for records in reader.read(by_number[number], chunk):
                 part.add(records)
                 tell()

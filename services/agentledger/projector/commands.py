@@ -131,6 +131,7 @@ async def _rebuild(args: argparse.Namespace) -> int:
             partitions=settings.run_partitions,
             chunk=settings.projector_chunk,
             on_progress=_tell_progress,
+            parked_max=settings.projector_parked_max,
         )
         previous = await swap_in(store, replay, grace_ms=settings.rebuild_swap_grace_ms)
     report = {
@@ -164,6 +165,7 @@ async def _verify(args: argparse.Namespace) -> int:
             topic_names(settings).run_topics,
             partitions=settings.run_partitions,
             chunk=settings.projector_chunk,
+            parked_max=settings.projector_parked_max,
         )
         try:
             if live is None:

@@ -25,6 +25,11 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("applied", "agentledger_projector_events_applied", "events folded into the views"),
     ("duplicates", "agentledger_projector_duplicates_skipped", "events already applied"),
     ("parked", "agentledger_projector_events_parked", "events parked ahead of a gap"),
+    (
+        "rereads",
+        "agentledger_projector_parked_overflow_rereads",
+        "runs re-read from the log after parked events over the cap were dropped",
+    ),
     ("stale", "agentledger_projector_stale_rejected", "events of a stale fence rejected"),
     ("conflicts", "agentledger_projector_fence_conflicts", "two writers on one fence"),
     ("dead_lettered", "agentledger_projector_dead_lettered", "records sent to the dead letter"),

@@ -24,6 +24,7 @@ import structlog
 
 from agentledger.events.codec import EventCodec
 from agentledger.projector.bulk import Progress, bulk_replay
+from agentledger.projector.parking import DEFAULT_PARKED_MAX
 from agentledger.projector.ports import LogReader
 from agentledger.views.store import SnapshotValue, TopicPartition, ViewStore
 
@@ -56,6 +57,7 @@ async def replay_into_new_namespace(
     chunk: int = 5000,
     codec: EventCodec | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    parked_max: int = DEFAULT_PARKED_MAX,
 ) -> Replay:
     """Replay every run topic from its earliest offset to its current end into a new namespace
     (see :mod:`.bulk`); ``on_progress`` is told records, rate and ETA about once a second."""
@@ -76,6 +78,7 @@ async def replay_into_new_namespace(
         codec=codec or EventCodec(),
         on_progress=on_progress,
         partitions=partitions,
+        parked_max=parked_max,
     )
     seconds = time.monotonic() - started
     log.info("replayed", namespace=namespace, records=counts.records, seconds=round(seconds, 3))

@@ -25,6 +25,7 @@ from agentledger.events.models import Alert, now_ms
 from agentledger.projector.applier import Applier
 from agentledger.projector.findings import gap_alert, wiped_alert
 from agentledger.projector.metrics import Metrics
+from agentledger.projector.parking import needs_reread
 from agentledger.projector.ports import LogReader, Record
 from agentledger.views.store import TopicPartition, ViewStore
 
@@ -79,6 +80,7 @@ class Projector:
         self._seen_at_tick: dict[TopicPartition, int] = {}
         self._stalled: dict[TopicPartition, int] = {}
         self._gap_alerted: set[tuple[str, int]] = set()
+        self._reread_at: set[tuple[str, int, int]] = set()
         self._reread: set[TopicPartition] = set()
         self._moved_at: dict[TopicPartition, float] = {}
         self._moved_pos: dict[TopicPartition, int | None] = {}
@@ -164,6 +166,7 @@ class Projector:
             keep.extend(r for r in recs if r.offset >= self._pos[tp])
         if keep:
             await self._apply(namespace, keep)
+        await self._reread_runs(namespace)
         self._metrics.batches += 1
 
     async def _current_namespace(self) -> str:
@@ -280,6 +283,33 @@ class Projector:
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
             self._floor[tp] = max(self._floor.get(tp, end), end)
+        await self._reread_runs(namespace)  # the log is free again: no read of it is under way
+
+    async def _reread_runs(self, namespace: str, runs: Iterable[str] = ()) -> None:
+        """Fold again, from the log, every run that dropped parked events over the cap and has
+        applied everything before them (see :mod:`.parking`): the run's records on its
+        partition of every run topic, from the beginning to the current end (read_committed),
+        through the same decode and fold as any batch. Records past our position are folded
+        early; delivered later, they are duplicates."""
+        wanted = self._applier.take_rereads() | set(runs)
+        topics = sorted({t for t, _ in self._assigned} | {t for t, _ in self._pos})
+        for run_id in sorted(wanted):
+            key = run_key(run_id)
+            home = partition_for(key, self._partitions)
+            tps = [(t, home) for t in topics]
+            begins = await self._reader.beginning_offsets(tps)
+            ends = await self._reader.end_offsets(tps)
+            ranges = {tp: (begins[tp], ends[tp]) for tp in tps}
+            records = [
+                rec
+                async for chunk in self._reader.read(ranges, self._chunk)
+                for rec in chunk
+                if rec.key == key
+            ]
+            self._metrics.rereads += 1
+            log.info("parked_overflow_reread", run_id=run_id, records=len(records))
+            await self._applier.apply(namespace, records, complete=frozenset({run_id}))
+        self._applier.take_rereads()  # a complete fold leaves no run needing another
 
     async def _apply(self, namespace: str, records: Sequence[Record]) -> None:
         ends: dict[TopicPartition, int] = {}
@@ -403,9 +433,24 @@ class Projector:
             return
         stored = await self._store.load_runs(namespace, candidates[:100])
         alerts: list[Alert] = []
+        # a run marked to re-read whose re-read never happened (a crash right after the write
+        # that made it due): re-read once per state, under the lock batches take
+        due = {
+            r
+            for r, run in stored.items()
+            if needs_reread(run.view, run.dropped_from)
+            and (r, run.view.applied_seq, run.dropped_from) not in self._reread_at
+        }
+        if due:
+            self._reread_at.update(
+                (r, stored[r].view.applied_seq, stored[r].dropped_from) for r in due
+            )
+            async with self._lock:
+                if namespace == self._namespace:
+                    await self._reread_runs(namespace, due)
         for run_id, run in stored.items():
             marker = (run_id, run.view.applied_seq)
-            if not run.parked or marker in self._gap_alerted:
+            if run_id in due or not (run.parked or run.dropped_from) or marker in self._gap_alerted:
                 continue
             self._gap_alerted.add(marker)
             seqs = sorted(e.seq for e in run.parked)

@@ -159,6 +159,7 @@ class ProjectorRuntime:
             metrics=self.metrics,
             cache_size=s.projector_cache_runs,
             partitions=s.run_partitions,
+            parked_max=s.projector_parked_max,
         )
         self._store = store
         self._publisher = publisher

@@ -56,6 +56,15 @@ class ProjectorSettings(CommonSettings):
     projector_cache_runs: int = Field(
         default=20_000, ge=0, description="views kept in memory between batches"
     )
+    projector_parked_max: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "events parked per run ahead of a gap; past it the highest seqs are dropped and the "
+            "run's log is re-read once the gap before them has filled"
+        ),
+    )
     projector_chunk: int = Field(
         default=5_000, ge=1, description="records per fold when reading ranges (catch-up, rebuild)"
     )

@@ -1,9 +1,12 @@
 """How a RunView is laid out in hashes: pure encode/decode shared by every view store.
 
 The run hash holds the scalar fields (plain strings as-is, everything else compact JSON) plus
-``_parked`` (how many events wait ahead of a gap); ``applied_seq`` and ``_parked`` together are
-the token a writer compares before it replaces the run. Steps and effects live in their own
-hashes, one field per step index / idempotency key, so a batch writes only what it touched.
+``_parked`` (how many events wait ahead of a gap, plus one while ``_dropped_from`` is set) and
+``_dropped_from`` (0, or the lowest seq of the parked events dropped over the cap: the run's log
+must be re-read from there); ``applied_seq`` and ``_parked`` together are the token a writer
+compares before it replaces the run, so dropping events over the cap moves the token too.
+Steps and effects live in their own hashes, one field per step index / idempotency key, so a
+batch writes only what it touched.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from agentledger.views.model import EffectView, RunView, StepView
 
 PARKED_FIELD = "_parked"
+DROPPED_FIELD = "_dropped_from"
 _SPLIT_FIELDS = frozenset({"steps", "effects"})
 _RUN_FIELDS: tuple[str, ...] = tuple(n for n in RunView.model_fields if n not in _SPLIT_FIELDS)
 _RUN_FIELD_SET = set(_RUN_FIELDS)
@@ -39,14 +43,21 @@ def _json(value: Any) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
-def encode_run(view: RunView, parked: int) -> dict[str, bytes]:
-    """The run hash of ``view`` with ``parked`` events waiting."""
+def token_for(applied_seq: int, parked: int, dropped_from: int = 0) -> tuple[int, int]:
+    """The token of a run with ``parked`` events stored and ``dropped_from`` (0: none dropped):
+    the drop marker counts as one more parked entry."""
+    return applied_seq, parked + (1 if dropped_from else 0)
+
+
+def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, bytes]:
+    """The run hash of ``view`` with ``parked`` events waiting (and dropped from a seq)."""
     data = view.model_dump(mode="json", include=_RUN_FIELD_SET)
     fields = {
         name: (data[name].encode() if name in _PLAIN_STR else _json(data[name]))
         for name in _RUN_FIELDS
     }
-    fields[PARKED_FIELD] = str(parked).encode()
+    fields[PARKED_FIELD] = str(token_for(0, parked, dropped_from)[1]).encode()
+    fields[DROPPED_FIELD] = str(dropped_from).encode()
     return fields
 
 
@@ -66,6 +77,12 @@ def token_of(run_hash: dict[bytes, bytes] | dict[str, bytes]) -> Token:
         return None
     text = {_text(k): v for k, v in run_hash.items()}
     return int(text.get("applied_seq", b"0")), int(text.get(PARKED_FIELD, b"0"))
+
+
+def dropped_of(run_hash: dict[bytes, bytes] | dict[str, bytes]) -> int:
+    """The lowest dropped parked seq of a stored run hash (0: none; absent in older hashes)."""
+    text = {_text(k): v for k, v in run_hash.items()}
+    return int(text.get(DROPPED_FIELD, b"0"))
 
 
 def token_args(token: Token) -> tuple[bytes, bytes]:

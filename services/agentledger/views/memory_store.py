@@ -22,7 +22,14 @@ from agentledger.views.keys import (
     parse_progress_field,
     progress_field,
 )
-from agentledger.views.layout import decode_run, encode_effect, encode_run, encode_step, token_of
+from agentledger.views.layout import (
+    decode_run,
+    dropped_of,
+    encode_effect,
+    encode_run,
+    encode_step,
+    token_of,
+)
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -167,7 +174,9 @@ class MemoryViewStore(ViewStore):
             if token is None:
                 continue
             events = [self._decode_parked(v) for v in parked.values()]
-            found[run_id] = StoredRun(decode_run(run_hash, steps, effects), events, token)
+            found[run_id] = StoredRun(
+                decode_run(run_hash, steps, effects), events, token, dropped_of(run_hash)
+            )
         return found
 
     def _decode_parked(self, value: bytes) -> RunEvent:
@@ -203,7 +212,9 @@ class MemoryViewStore(ViewStore):
     def _store(self, keys: list[str], write: RunWrite) -> None:
         view = write.view
         run_key, steps_key, effects_key, parked_key = keys
-        self._hashes.setdefault(run_key, {}).update(encode_run(view, len(write.parked)))
+        self._hashes.setdefault(run_key, {}).update(
+            encode_run(view, len(write.parked), write.dropped_from)
+        )
         steps = {str(i): encode_step(view.steps[i]) for i in write.steps if i in view.steps}
         if steps:
             self._hashes.setdefault(steps_key, {}).update(steps)

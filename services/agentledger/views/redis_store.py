@@ -43,10 +43,12 @@ from agentledger.views.keys import (
 from agentledger.views.layout import (
     Token,
     decode_run,
+    dropped_of,
     encode_effect,
     encode_run,
     encode_step,
     token_args,
+    token_for,
     token_of,
 )
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
@@ -299,7 +301,9 @@ class RedisViewStore(ViewStore):
             if token is None:
                 continue
             events = [self._decode_parked(v) for v in parked.values()]
-            found[run_id] = StoredRun(decode_run(run_hash, steps, effects), events, token)
+            found[run_id] = StoredRun(
+                decode_run(run_hash, steps, effects), events, token, dropped_of(run_hash)
+            )
             loaded = {k.decode(): v for k, v in run_hash.items()}
             self._remember((namespace, run_id), token, loaded)
         return found
@@ -339,7 +343,7 @@ class RedisViewStore(ViewStore):
         Run-hash fields unchanged since this store last wrote (or read) the run at the same
         token are not sent again: equal tokens mean the same applied events, hence equal fields.
         """
-        fields = encode_run(w.view, len(w.parked))
+        fields = encode_run(w.view, len(w.parked), w.dropped_from)
         known = self._fields.get((namespace, w.run_id))
         sent = fields
         if known is not None and w.expected is not None and known[0] == w.expected:
@@ -353,7 +357,9 @@ class RedisViewStore(ViewStore):
         cache_key = (namespace, w.run_id)
         self._fields.pop(cache_key, None)
         if written:
-            self._remember(cache_key, (w.view.applied_seq, len(w.parked)), fields)
+            self._remember(
+                cache_key, token_for(w.view.applied_seq, len(w.parked), w.dropped_from), fields
+            )
 
     def _remember(self, key: tuple[str, str], token: Token, fields: dict[str, bytes]) -> None:
         self._fields[key] = (token, fields)

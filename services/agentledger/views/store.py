@@ -36,11 +36,13 @@ class OpenIntent:
 
 @dataclass
 class StoredRun:
-    """A run as stored: its view, the events parked ahead of a gap, and its write token."""
+    """A run as stored: its view, the events parked ahead of a gap, its write token, and the
+    lowest seq of parked events dropped over the cap (0: none; see ``PROJECTOR_PARKED_MAX``)."""
 
     view: RunView
     parked: list[RunEvent]
     token: Token
+    dropped_from: int = 0
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RunWrite:
     effects: set[str] = field(default_factory=set)
     parked: list[RunEvent] = field(default_factory=list)
     parked_changed: bool = False
+    dropped_from: int = 0
 
 
 class WriteOutcome:
@@ -92,6 +95,7 @@ class ViewAt:
     view: RunView | None
     progress: dict[TopicPartition, int]
     parked: list[RunEvent]
+    dropped_from: int = 0
 
     def covers(self, positions: Sequence[Position]) -> bool:
         """True when the projector had applied everything before each of ``positions``."""
@@ -198,6 +202,7 @@ class ViewStore(ViewReader):
             view=None if stored is None else stored.view,
             progress={tp: progress.get(tp, 0) for tp in partitions},
             parked=[] if stored is None else list(stored.parked),
+            dropped_from=0 if stored is None else stored.dropped_from,
         )
 
     @abstractmethod
