@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.helpers import create_ssl_context
 
 from agentledger.errors import StackError
@@ -301,7 +302,12 @@ class ClusterStack:
 
     async def _answers(self, state: ClusterState, port: int) -> int:
         """How many brokers the node on ``port`` reports (0 when it does not answer)."""
-        return await live_brokers(f"127.0.0.1:{port}", PROBE_TIMEOUT_S, self.client_options(state))
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{port}",
+            request_timeout_ms=int(PROBE_TIMEOUT_S * 1000),
+            **self.client_options(state),
+        )
+        return await live_brokers(admin, PROBE_TIMEOUT_S)
 
     # -- down, status, chaos ---------------------------------------------------------------------
 

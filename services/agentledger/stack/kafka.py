@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient
@@ -116,15 +114,17 @@ async def broker_answers(
 ) -> bool:
     """Whether the broker answers a metadata request with itself as a live node (``settings``:
     the security options of a secured broker; None is the plaintext local stack)."""
-    return await live_brokers(bootstrap, limit_s, kafka_options(settings)) > 0
-
-
-async def live_brokers(bootstrap: str, limit_s: float, options: Mapping[str, Any]) -> int:
-    """How many live brokers the metadata of ``bootstrap`` lists (0 when it does not answer);
-    ``options``: the clients' connection options."""
     admin = AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap, request_timeout_ms=int(limit_s * 1000), **options
+        bootstrap_servers=bootstrap,
+        request_timeout_ms=int(limit_s * 1000),
+        **kafka_options(settings),
     )
+    return await live_brokers(admin, limit_s) > 0
+
+
+async def live_brokers(admin: AIOKafkaAdminClient, limit_s: float) -> int:
+    """How many live brokers ``admin`` (not started yet) finds in the metadata, 0 when there
+    is no answer within ``limit_s``; the client is closed either way."""
     try:
         async with asyncio.timeout(limit_s):
             await admin.start()
