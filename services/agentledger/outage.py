@@ -52,11 +52,15 @@ class Outage:
             return 0.0
         return max((time.monotonic() if now is None else now) - self.down_since, 0.0)
 
-    def failed(self, error: BaseException, budget_s: float) -> float:
-        """Note a failed call; the first failure of an outage logs one line. Returns the wait."""
+    def failed(self, error: BaseException, budget_s: float, *, since: float | None = None) -> float:
+        """Note a failed call; the first failure of an outage logs one line. Returns the wait.
+
+        ``since`` is when the failed call began (monotonic): a call that timed out waiting for
+        the dependency dates the outage from its start, not from its timeout.
+        """
         self.last_error = str(error)
         if self.down_since is None:
-            self.down_since = time.monotonic()
+            self.down_since = time.monotonic() if since is None else since
             _log.warning(
                 "dependency_unreachable_waiting",
                 dependency=self.dependency,
@@ -117,6 +121,37 @@ def problems() -> list[str]:
         for o in _TABLE.values()
         if o.down_since is not None
     ]
+
+
+def unreachable_in(error: BaseException) -> UnreachableError | None:
+    """The UnreachableError that ``error`` is or was raised from (its cause or context), if any."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, UnreachableError):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
+def spent(error: BaseException, budget_s: float) -> tuple[Outage, UnreachableError | None] | None:
+    """Count a failure caused by an unreachable dependency towards that dependency's outage.
+
+    For a service's outermost loop, which retries failed work: None if ``error`` was not caused
+    by an unreachable dependency; else the outage it counts towards, and the error to give up
+    with once the outage has lasted ``budget_s`` (None while it has not). The caller ends the
+    outage with :meth:`Outage.recovered` once work goes through again.
+    """
+    unreachable = unreachable_in(error)
+    if unreachable is None:
+        return None
+    down = outage_of(unreachable.what, unreachable.endpoint)
+    if down.failed(unreachable, budget_s) < budget_s:
+        return down, None
+    if unreachable.waited_s is not None and unreachable.waited_s >= budget_s:
+        return down, unreachable  # the waiter already gave up, naming its wait
+    return down, down.past_budget(budget_s, unreachable)
 
 
 def backoff(attempt: int) -> float:

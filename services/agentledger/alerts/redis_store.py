@@ -21,6 +21,18 @@ T = TypeVar("T")
 _MAX_RETRIES = 100
 
 
+def client_endpoint(redis: Redis) -> str:
+    """Where ``redis`` connects (``host:port``, no password), for error messages."""
+    kwargs = getattr(getattr(redis, "connection_pool", None), "connection_kwargs", None) or {}
+    host, port = kwargs.get("host"), kwargs.get("port")
+    return f"{host}:{port}" if host is not None and port is not None else "redis"
+
+
+def unreachable(endpoint: str, what: str, error: RedisError | str) -> UnreachableError:
+    """The error of a failed alert-store call: Redis at ``endpoint`` is unreachable."""
+    return UnreachableError("Redis", endpoint, f"{what}: {error}")
+
+
 def alerts_tag(key_prefix: str) -> str:
     """The hash-tagged prefix of every alert key under ``key_prefix``."""
     return f"{{{key_prefix}:alerts}}"
@@ -29,8 +41,9 @@ def alerts_tag(key_prefix: str) -> str:
 class RedisAlertStore(AlertStore):
     """Alert records under ``{<prefix>:alerts}:rec:<condition>``, indexed by key and alert id."""
 
-    def __init__(self, redis: Redis, key_prefix: str) -> None:
+    def __init__(self, redis: Redis, key_prefix: str, *, endpoint: str | None = None) -> None:
         self._redis = redis
+        self._endpoint = endpoint or client_endpoint(redis)
         tag = alerts_tag(key_prefix)
         self._rec = f"{tag}:rec:"
         self._keys = f"{tag}:keys"
@@ -64,16 +77,16 @@ class RedisAlertStore(AlertStore):
                     except WatchError:
                         continue
         except RedisError as e:
-            raise UnreachableError("alert store", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert store", e) from e
         msg = f"alert record {key} kept changing under {_MAX_RETRIES} attempts"
-        raise UnreachableError("alert store", "redis", msg)
+        raise unreachable(self._endpoint, "alert store", msg)
 
     async def get(self, key: str) -> AlertRecord | None:
         """The record of ``key``, or None."""
         try:
             raw = await self._redis.get(self._rec + key)
         except RedisError as e:
-            raise UnreachableError("alert store", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert store", e) from e
         return None if raw is None else AlertRecord.model_validate_json(raw)
 
     async def key_of(self, alert_id: str) -> str | None:
@@ -81,7 +94,7 @@ class RedisAlertStore(AlertStore):
         try:
             raw = await self._redis.hget(self._ids, alert_id)
         except RedisError as e:
-            raise UnreachableError("alert store", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert store", e) from e
         return None if raw is None else _text(raw)
 
     async def records(self) -> list[AlertRecord]:
@@ -92,15 +105,23 @@ class RedisAlertStore(AlertStore):
                 return []
             raws = await self._redis.mget([self._rec + k for k in keys])
         except RedisError as e:
-            raise UnreachableError("alert store", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert store", e) from e
         return [AlertRecord.model_validate_json(raw) for raw in raws if raw is not None]
 
 
 class RedisDeliveryLedger(DeliveryLedger):
     """One key per (sink, event) with a TTL longer than any redelivery of the alerts topic."""
 
-    def __init__(self, redis: Redis, key_prefix: str, *, ttl_s: int = 30 * 24 * 3600) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        key_prefix: str,
+        *,
+        ttl_s: int = 30 * 24 * 3600,
+        endpoint: str | None = None,
+    ) -> None:
         self._redis = redis
+        self._endpoint = endpoint or client_endpoint(redis)
         self._prefix = f"{alerts_tag(key_prefix)}:handled:"
         self._ttl_s = ttl_s
 
@@ -111,7 +132,7 @@ class RedisDeliveryLedger(DeliveryLedger):
                 f"{self._prefix}{sink}:{event_id}", b"claimed", nx=True, ex=max(ttl_s, 1)
             )
         except RedisError as e:
-            raise UnreachableError("alert delivery ledger", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert delivery ledger", e) from e
         return bool(won)
 
     async def mark(self, sink: str, event_id: str) -> None:
@@ -119,14 +140,17 @@ class RedisDeliveryLedger(DeliveryLedger):
         try:
             await self._redis.set(f"{self._prefix}{sink}:{event_id}", b"done", ex=self._ttl_s)
         except RedisError as e:
-            raise UnreachableError("alert delivery ledger", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert delivery ledger", e) from e
 
 
 class RedisSinkDeadLetter(SinkDeadLetter):
     """A capped Redis list, newest first; the alerts topic keeps every alert regardless."""
 
-    def __init__(self, redis: Redis, key_prefix: str, *, cap: int = 10_000) -> None:
+    def __init__(
+        self, redis: Redis, key_prefix: str, *, cap: int = 10_000, endpoint: str | None = None
+    ) -> None:
         self._redis = redis
+        self._endpoint = endpoint or client_endpoint(redis)
         self._key = f"{alerts_tag(key_prefix)}:undelivered"
         self._cap = cap
 
@@ -138,14 +162,14 @@ class RedisSinkDeadLetter(SinkDeadLetter):
                 pipe.ltrim(self._key, 0, self._cap - 1)
                 await pipe.execute()
         except RedisError as e:
-            raise UnreachableError("alert dead letter", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert dead letter", e) from e
 
     async def entries(self, limit: int = 100) -> list[UndeliveredAlert]:
         """Newest first."""
         try:
             raws = await self._redis.lrange(self._key, 0, max(limit, 1) - 1)
         except RedisError as e:
-            raise UnreachableError("alert dead letter", "redis", str(e)) from e
+            raise unreachable(self._endpoint, "alert dead letter", e) from e
         return [UndeliveredAlert.model_validate_json(raw) for raw in raws]
 
 

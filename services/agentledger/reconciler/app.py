@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from agentledger import outage
 from agentledger._core.ports import Ports
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.delivery import SinkDeadLetter
@@ -29,7 +30,7 @@ from agentledger.alerts.sinks import AlertSink, LogSink, WebhookSink, alert_body
 from agentledger.alerts.vendors import pagerduty_body, slack_body
 from agentledger.bus.consumer import KafkaEventConsumer
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.errors import AgentLedgerError
+from agentledger.errors import AgentLedgerError, UnreachableError
 from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
 from agentledger.leasing.redis_store import RedisLeaseStore
@@ -38,6 +39,7 @@ from agentledger.reconciler.prometheus import ReconcilerMetrics
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.service import Reconciler
 from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.redisclient import redacted
 from agentledger.stack.resolve import resolve_settings
 from agentledger.telemetry.prom import serving_metrics
 from agentledger.views.redis_store import RedisViewStore
@@ -72,13 +74,19 @@ async def open_reconciler(
         )
         redis, leases, views, log = ports.redis, ports.leases, ports.store, ports.log
         providers = await stack.enter_async_context(ProviderPool.from_settings(settings, adapters))
-        book = AlertBook(RedisAlertStore(redis, settings.key_prefix), source="reconciler")
-        undelivered = RedisSinkDeadLetter(redis, settings.key_prefix)
+        endpoint = redacted(settings.redis_url or "")  # as the other Redis stores name it
+        book = AlertBook(
+            RedisAlertStore(redis, settings.key_prefix, endpoint=endpoint), source="reconciler"
+        )
+        undelivered = RedisSinkDeadLetter(redis, settings.key_prefix, endpoint=endpoint)
         sinks: list[AlertSink] = [LogSink()] if settings.alerts_log else []
         for webhook in webhook_sinks(settings, undelivered):
             sinks.append(await stack.enter_async_context(webhook))
         relay = AlertRelay(
-            sinks, RedisDeliveryLedger(redis, settings.key_prefix), book=book, publisher=log
+            sinks,
+            RedisDeliveryLedger(redis, settings.key_prefix, endpoint=endpoint),
+            book=book,
+            publisher=log,
         )
         reconciler = Reconciler(
             settings, log=log, views=views, leases=leases, providers=providers, book=book
@@ -121,7 +129,8 @@ async def relay_forever(app: ReconcilerApp, stop: asyncio.Event) -> None:
     """Feed the sinks from the alerts topics in a consumer group until ``stop`` or cancelled.
 
     ``stop`` ends the relay even while it waits for records (it never relies on a cancellation
-    alone, which a library may swallow); a failed consumer is rebuilt after ``RELAY_RETRY_S``.
+    alone, which a library may swallow); a failed consumer is rebuilt after ``RELAY_RETRY_S``,
+    unless Kafka has been unreachable for longer than the outage budget (then its error).
     """
     group = f"{app.settings.topic_prefix}reconciler.alert-relay"
     while not stop.is_set():
@@ -133,6 +142,13 @@ async def relay_forever(app: ReconcilerApp, stop: asyncio.Event) -> None:
                 await until_stopped(app.relay.consume(consumer, commit=consumer), stop)
         except* AgentLedgerError as group_error:
             for e in group_error.exceptions:
+                counted = outage.spent(e, app.settings.outage_budget_s)
+                fatal = None if counted is None else counted[1]
+                if fatal is not None:  # past the outage budget: the service stops
+                    _log.error("alert_relay_gave_up", error=str(fatal))
+                    if fatal is e:
+                        raise
+                    raise fatal from e
                 retryable = e.retryable if isinstance(e, AgentLedgerError) else None
                 _log.error("alert_relay_failed", error=str(e), retryable=retryable)
             failed = True
@@ -163,7 +179,8 @@ async def drain_alerts(app: ReconcilerApp) -> int:
 
 
 async def serve(app: ReconcilerApp, stop: asyncio.Event, *, relay: bool = True) -> None:
-    """Reconcile pass after pass, and relay alerts, until ``stop`` is set."""
+    """Reconcile pass after pass, and relay alerts, until ``stop`` is set; raises the
+    UnreachableError of a dependency unreachable for longer than the outage budget."""
     async with AsyncExitStack() as stack:
         port = app.settings.reconciler_metrics_port
         if port is not None:
@@ -174,8 +191,11 @@ async def serve(app: ReconcilerApp, stop: asyncio.Event, *, relay: bool = True) 
             await stack.enter_async_context(
                 serving_metrics(app.settings.reconciler_metrics_host, port, metrics.render)
             )
-        async with asyncio.TaskGroup() as tg:
-            relay_task = tg.create_task(relay_forever(app, stop)) if relay else None
-            await app.reconciler.run(stop)
-            if relay_task is not None:
-                relay_task.cancel()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                relay_task = tg.create_task(relay_forever(app, stop)) if relay else None
+                await app.reconciler.run(stop)
+                if relay_task is not None:
+                    relay_task.cancel()
+        except* UnreachableError as gave_up:  # past the outage budget: one clear error
+            raise gave_up.exceptions[0] from None

@@ -7,6 +7,12 @@ RunPaused for UNKNOWN) with the requests and alerts that follow, in one transact
 watches running and paused runs (orphans, expired pauses, overruns), compensates what failed runs
 left performed, closes alerts whose condition cleared, and republishes unconfirmed alert events.
 It never performs an effect.
+
+A pass failing because Kafka or Redis is unreachable is retried at the next poll until that
+outage, counted from its first failure, has lasted the outage budget
+(``AGENTLEDGER_OUTAGE_BUDGET_S``); then :meth:`Reconciler.run` raises the UnreachableError
+naming the dependency and the wait (``agentledger reconciler``: one line, exit 2). Nothing is
+lost: the intents stay open in the log and the views, for the next reconciler to resolve.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ from contextlib import suppress
 
 import structlog
 
+from agentledger import outage
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.codes import EFFECT_IDENTITY_MISMATCH
 from agentledger.alerts.model import condition_key
 from agentledger.bus.port import EventLog
-from agentledger.errors import AgentLedgerError, StaleFenceError
+from agentledger.errors import AgentLedgerError, StaleFenceError, UnreachableError
 from agentledger.events.models import Alert, Event, RunPaused, now_ms
 from agentledger.leases import Lease, LeaseStore
 from agentledger.providers.hashing import EffectHasher
@@ -82,6 +89,10 @@ class Reconciler:
         self._muted: set[str] = set()
         #: Called with each finished pass's report (the metrics count them).
         self.observers: list[Callable[[PassReport], None]] = []
+        #: Outages failed passes or batches counted towards; ended by a pass without errors.
+        self._outages: set[outage.Outage] = set()
+        #: Set when a batch's outage outlasted the budget; the pass then raises it.
+        self._fatal: UnreachableError | None = None
 
     async def run_once(self, *, watch: bool = True) -> PassReport:
         """One full pass (``watch=False``: intents and alerts only, no scan of every run)."""
@@ -115,18 +126,29 @@ class Reconciler:
         return report
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Pass after pass until ``stop`` is set; a failed pass is logged and retried next poll."""
+        """Pass after pass until ``stop`` is set; a failed pass is logged and retried next poll,
+        except past the outage budget: then the UnreachableError is raised."""
         watched_at = -math.inf
         while not stop.is_set():
             watch = time.monotonic() - watched_at >= self.settings.reconciler_watch_interval_s
             if watch:
                 watched_at = time.monotonic()
             try:
-                await self.run_once(watch=watch)
+                report = await self.run_once(watch=watch)
             except AgentLedgerError as e:
+                fatal = self._gave_up(e)
+                if fatal is not None:
+                    budget = self.settings.outage_budget_s
+                    _log.error("reconciler_gave_up", error=str(fatal), budget_s=budget)
+                    if fatal is e:
+                        raise
+                    raise fatal from e
                 _log.error("reconciler_pass_failed", error=str(e), retryable=e.retryable)
             except Exception as e:  # noqa: BLE001 - the service's outermost loop: log, go on
                 _log.exception("reconciler_pass_crashed", error=f"{type(e).__name__}: {e}")
+            else:
+                if not report.errors:
+                    self._recovered()
             with suppress(TimeoutError):
                 await within(stop.wait(), self.settings.reconciler_poll_interval_s)
 
@@ -143,15 +165,37 @@ class Reconciler:
 
         async def one(chunk: list[str]) -> None:
             async with limit:
+                if self._fatal is not None:
+                    return
                 try:
                     await self._reconcile_batch(dict.fromkeys(chunk, 0), report)
                 except AgentLedgerError as e:
                     report.errors += 1
+                    self._fatal = self._fatal or self._gave_up(e)
                     _log.warning("reconcile_batch_failed", runs=len(chunk), error=str(e))
 
         async with asyncio.TaskGroup() as tg:
             for chunk in chunks:
                 tg.create_task(one(chunk))
+        fatal, self._fatal = self._fatal, None
+        if fatal is not None:
+            raise fatal
+
+    def _gave_up(self, error: AgentLedgerError) -> UnreachableError | None:
+        """Count a failure of an unreachable dependency towards its outage; the error to stop
+        with once that outage has lasted the budget (None while it has not, or for others)."""
+        counted = outage.spent(error, self.settings.outage_budget_s)
+        if counted is None:
+            return None
+        down, fatal = counted
+        self._outages.add(down)
+        return fatal
+
+    def _recovered(self) -> None:
+        """A pass went through without errors: the outages it was counting are over."""
+        for down in self._outages:
+            down.recovered()
+        self._outages.clear()
 
     async def _reconcile_batch(self, floors: dict[str, int], report: PassReport) -> None:
         """Claim the runs, resolve their due intents, write as their lease holder."""
