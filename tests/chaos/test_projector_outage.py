@@ -1,8 +1,9 @@
-"""Chaos: Redis goes away under a live projector for longer than the outage budget.
+"""Chaos: Redis or the broker goes away under a live projector for longer than the budget.
 
 The projector (``agentledger projector``, a child process) waits the outage out for the budget,
-counted from the first failure, then exits 2 with one line naming Redis and the wait; the batch
-it could not apply is not lost: once Redis is back, a new projector folds every event.
+counted from the first failure, then exits 2 with one line naming the dependency and the wait;
+the batch it could not apply is not lost: once the dependency is back, a new projector folds
+every event.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import uuid
 import pytest
 
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.events import RunEvent
+from agentledger.events import RunEvent, topic_names
+from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.rebuild import compare, replay_into_new_namespace, wait_for_progress
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.projector.testing import (
     ProjectorProcess,
@@ -99,4 +102,77 @@ async def test_redis_gone_past_the_budget_stops_the_projector_in_one_line(
                 await second.wait_ready()
                 wrong = await until(lambda: wrong_views(store, everything), lambda w: not w, 90)
                 assert wrong == []
+    shutil.rmtree(first.log_path.parent, ignore_errors=True)  # kept above if a check failed
+
+
+def assert_gave_up_in_one_line(log: str, dependency: str) -> None:
+    """The child's output ends with the one error line naming ``dependency`` and the budget."""
+    lines = log.strip().splitlines()
+    assert "Traceback" not in log, log[-3000:]
+    assert lines[-1].startswith(f"agentledger: error: {dependency} at "), lines[-1]
+    assert "is unreachable: gave up after waiting" in lines[-1], lines[-1]
+    assert f"(AGENTLEDGER_OUTAGE_BUDGET_S={BUDGET_S})" in lines[-1], lines[-1]
+
+
+async def test_broker_gone_past_the_budget_stops_the_projector_in_one_line(
+    stack: StackUnderTest,
+) -> None:
+    """The broker SIGKILLed for longer than the budget makes the projector exit 2 with one line
+    naming Kafka and the wait (no traceback); after the broker is back a new projector folds
+    every event, those published just before the kill and after the restart included, and the
+    live views equal a rebuild from the log."""
+    local = stack.require_local()
+    tag = uuid.uuid4().hex[:6]
+    before = {f"b{tag}{i}": sample_run(f"b{tag}{i}", steps=2) for i in range(20)}
+    racing = {f"r{tag}{i}": sample_run(f"r{tag}{i}", steps=2) for i in range(20)}
+    after = {f"a{tag}{i}": sample_run(f"a{tag}{i}", steps=2) for i in range(20)}
+    async with isolated_projector(
+        stack.kafka_bootstrap, stack.redis_url, outage_budget_s=BUDGET_S
+    ) as settings:
+        assert settings.redis_url is not None
+        assert settings.kafka_bootstrap is not None
+        async with RedisViewStore.from_url(
+            settings.redis_url,
+            key_prefix=settings.key_prefix,
+            retention_ms=settings.retention,
+            outage_budget_s=30,
+        ) as store:
+            first = ProjectorProcess(settings, name="gives-up")
+            try:
+                await first.start()
+                await first.wait_ready()
+                await publish(settings, before)
+                assert await until(lambda: wrong_views(store, before), lambda w: not w, 60) == []
+                await publish(settings, racing)  # delivered, or not, when the broker dies
+                try:
+                    assert await local.kill_kafka()
+                    code = await first.wait(120)
+                finally:
+                    await local.start_kafka()
+            finally:
+                await first.stop()
+            log = first.log_path.read_text(errors="replace")
+            assert code == 2, "\n".join(log.strip().splitlines()[-30:])
+            assert_gave_up_in_one_line(log, "Kafka")
+            await publish(settings, after)
+            everything = before | racing | after
+            async with ProjectorProcess(settings, name="catches-up") as second:
+                await second.wait_ready()
+                wrong = await until(lambda: wrong_views(store, everything), lambda w: not w, 90)
+                assert wrong == []
+                live = await store.live_namespace()
+                assert live is not None
+                async with KafkaLogReader(settings.kafka_bootstrap) as reader:
+                    replay = await replay_into_new_namespace(
+                        store,
+                        reader,
+                        topic_names(settings).run_topics,
+                        partitions=settings.run_partitions,
+                    )
+                assert await wait_for_progress(store, live, replay.ends, 60)
+                result = compare(await store.snapshot(live), await store.snapshot(replay.namespace))
+                await store.drop_namespace(replay.namespace)
+            assert result.differences == []
+            assert result.moved_on == []
+            assert result.keys_compared > 3 * len(everything)
     shutil.rmtree(first.log_path.parent, ignore_errors=True)  # kept above if a check failed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from contextlib import AsyncExitStack
@@ -26,6 +27,8 @@ from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 
 EXIT_DIFFERENT = 1
+#: The CLI's exit code for an error raised on purpose (agentledger.cli.EXIT_ERROR).
+EXIT_UNREACHABLE = 2
 
 
 def register(subparsers: Any) -> None:
@@ -70,9 +73,23 @@ def _projector(_args: argparse.Namespace) -> int:
     asyncio.run(require_topics(settings, topic_names(settings).run_topics))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    # Past the outage budget the runtime stops the worker as an operator's SIGTERM does (the
-    # worker's own handler: flush, commit, close), then the error is raised here.
-    runtime = ProjectorRuntime(settings, on_fatal=lambda: signal.raise_signal(signal.SIGTERM))
+    runtime: ProjectorRuntime | None = None
+
+    def on_fatal() -> None:
+        """Past the outage budget: stop the worker as an operator's SIGTERM does (the worker's
+        own handler: flush, commit, close), then the error is raised below. Not so for Kafka:
+        that stop commits offsets and leaves the group on the broker that is gone, and faust's
+        consumer thread dies in aiokafka's fetcher (a traceback, then a 60 s wait). Nothing
+        needs the broker: progress lives in Redis (a SIGKILL is survived the same way), so the
+        process says its one line and exits at once."""
+        fatal = None if runtime is None else runtime.fatal
+        if fatal is not None and fatal.what == "Kafka":
+            sys.stderr.write(f"agentledger: error: {fatal}\n")
+            sys.stderr.flush()
+            os._exit(EXIT_UNREACHABLE)
+        signal.raise_signal(signal.SIGTERM)
+
+    runtime = ProjectorRuntime(settings, on_fatal=on_fatal)
     app = build_app(settings, runtime)
     worker = faust.Worker(
         app,

@@ -216,7 +216,7 @@ class ProjectorRuntime:
             except Exception as e:  # noqa: BLE001 - outermost loop: retry, never drop a batch
                 self.metrics.retries += 1
                 await self.projector.reset_delivery()
-                if self._gave_up(e):
+                if self._gave_up(e, since=started):
                     continue
                 error = f"{type(e).__name__}: {e}"
                 log.warning(
@@ -241,11 +241,12 @@ class ProjectorRuntime:
         if not self.ready.is_set() or self.fatal is not None:
             return
         self._adopt_early_assignment()
+        started = time.monotonic()
         try:
             await self.projector.tick()
         except Exception as e:  # noqa: BLE001 - outermost loop of the timer
             await self.projector.reset_delivery()
-            if self._gave_up(e):
+            if self._gave_up(e, since=started):
                 return
             error = f"{type(e).__name__}: {e}"
             log.warning("tick_failed", error=error)
@@ -255,7 +256,7 @@ class ProjectorRuntime:
             self._tick_failures.succeeded()
             self._recovered()
 
-    def _gave_up(self, error: Exception) -> bool:
+    def _gave_up(self, error: Exception, *, since: float) -> bool:
         """Count a failure of an unreachable dependency towards its outage; True once the
         outage has outlasted the budget (then :attr:`fatal` is set and the service told)."""
         if self.fatal is not None:
@@ -266,7 +267,7 @@ class ProjectorRuntime:
         budget = self.settings.outage_budget_s
         down = outage.outage_of(unreachable.what, unreachable.endpoint)
         self._outages.add(down)
-        if down.failed(unreachable, budget) < budget:
+        if down.failed(unreachable, budget, since=since) < budget:
             return False
         spent = unreachable.waited_s is not None and unreachable.waited_s >= budget
         self.fatal = unreachable if spent else down.past_budget(budget, unreachable)
