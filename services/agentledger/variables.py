@@ -6,15 +6,12 @@ reconciler's), yet its environment may hold every service's variables: the typo 
 every service. ``tests/unit/test_settings_everywhere.py`` fails when it and the classes differ,
 ``tests/unit/test_readme_settings.py`` when README's configuration table and this list differ.
 
-``python -m agentledger.variables --markdown [--missing-from README.md]`` prints table rows (name,
-default, the field's description and range) for every variable, or for those the README lacks.
+``python -m agentledger.settings_doc --markdown [--missing-from README.md]`` prints table rows.
 """
 
 from __future__ import annotations
 
-import argparse
 import re
-from typing import Any
 
 VARIABLES: frozenset[str] = frozenset(
     {
@@ -152,58 +149,3 @@ def documented_variables(readme: str) -> list[str]:
                 "AGENTLEDGER_" + name.removeprefix("..._") if name.startswith("...") else name
             )
     return names
-
-
-def _default(info: Any) -> str:
-    if info.default_factory is not None:
-        return "computed"
-    value = info.default
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    return f"`{value}`"
-
-
-def _range(info: Any) -> str:
-    bounds = {
-        b: getattr(m, b) for m in info.metadata for b in ("ge", "gt", "le", "lt") if hasattr(m, b)
-    }
-    if "ge" in bounds and "le" in bounds:
-        return f"{bounds['ge']}-{bounds['le']}"
-    signs = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    return ", ".join(f"{signs[b]} {v}" for b, v in bounds.items() if v is not None)
-
-
-def markdown_rows(names: list[str]) -> list[str]:
-    """One configuration-table row per variable: name, default, description and range."""
-    from agentledger.cli import build_parser  # noqa: PLC0415 - imports every command's settings
-    from agentledger.integrations.langgraph import settings as _saver  # noqa: F401, PLC0415
-    from agentledger.settings import declared_fields  # noqa: PLC0415 - settings imports us
-
-    build_parser()
-    fields = declared_fields()
-    rows = []
-    for name in names:
-        info = fields[name]
-        meaning = "; ".join(p for p in (info.description or "", _range(info)) if p)
-        rows.append(f"| `{name}` | {_default(info)} | {meaning} |")
-    return rows
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print configuration-table rows for README."""
-    parser = argparse.ArgumentParser(prog="python -m agentledger.variables")
-    parser.add_argument("--markdown", action="store_true", required=True, help="table rows")
-    parser.add_argument("--missing-from", metavar="README", help="only what README lacks")
-    args = parser.parse_args(argv)
-    names = sorted(VARIABLES)
-    if args.missing_from is not None:
-        with open(args.missing_from, encoding="utf-8") as handle:
-            present = set(documented_variables(handle.read()))
-        names = [n for n in names if n not in present]
-    print("\n".join(markdown_rows(names)))  # noqa: T201 - the tool's output
-
-
-if __name__ == "__main__":
-    main()

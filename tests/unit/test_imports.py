@@ -27,7 +27,7 @@ LIBRARIES = frozenset(
 # Entry points above everything: the package root re-exports the public surface (pinned by
 # test_public_surface) from wherever it lives; the CLI, ``python -m`` modules and the shipped
 # testing module compose.
-ENTRY_POINTS = frozenset({"agentledger", "cli", "__main__", "testing"})
+ENTRY_POINTS = frozenset({"agentledger", "cli", "__main__", "testing", "settings_doc"})
 
 
 def _module_name(path: Path) -> str:

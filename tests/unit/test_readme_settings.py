@@ -16,7 +16,7 @@ def test_the_readme_table_lists_every_setting() -> None:
     missing = sorted(VARIABLES - documented)
     assert missing == [], (
         "add these to README's configuration table "
-        "(`python -m agentledger.variables --markdown --missing-from README.md` drafts the rows)"
+        "(`python -m agentledger.settings_doc --markdown --missing-from README.md` drafts the rows)"
     )
 
 
