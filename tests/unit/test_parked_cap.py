@@ -142,3 +142,20 @@ def test_a_parked_cap_below_one_stops_the_projector_in_one_line(
     assert "AGENTLEDGER_PROJECTOR_PARKED_MAX" in lines[0]
     with pytest.raises(ValidationError, match="projector_parked_max"):
         ProjectorSettings(projector_parked_max=0)
+
+
+async def test_a_real_gap_behind_dropped_events_is_alerted_naming_the_drop() -> None:
+    """A run that dropped events over the cap and still misses an earlier seq (no re-read can
+    help yet) raises one projector.gap alert saying where the dropped events start."""
+    world = World(gap_alert_ms=0)
+    events = run_events("r1", steps=2)  # 12 events; seq 1 never comes
+    proj = projector(world)
+    for rec in world.write(events[1:]):
+        await proj.process([rec])
+    assert await parked_of(world, "r1") == ([2, 3, 4, 5], 6)
+    await proj.tick()
+    await proj.tick()
+    (alert,) = world.alerts()
+    assert alert.code == "projector.gap"
+    assert "seq 1 has been missing" in alert.summary
+    assert "events from seq 6 on were over the parked cap" in alert.summary

@@ -128,13 +128,21 @@ DEAD_LETTER_KEY_MAX = 1024
 DEAD_LETTER_REASON_MAX = 2000
 
 
-def gap_alert(run_id: str, applied_seq: int, parked_seqs: list[int], waited_ms: int) -> Alert:
+def gap_alert(
+    run_id: str, applied_seq: int, parked_seqs: list[int], waited_ms: int, dropped_from: int = 0
+) -> Alert:
     """Events of a run have waited ahead of a missing seq for longer than the timeout (the seqs
-    are named up to :data:`GAP_SEQS_SHOWN`: a long gap must not make a huge alert)."""
+    are named up to :data:`GAP_SEQS_SHOWN`: a long gap must not make a huge alert); with
+    ``dropped_from``, later events were dropped over the parked cap (re-read once it fills)."""
     code = PROJECTOR_GAP
     shown = sorted(parked_seqs)[:GAP_SEQS_SHOWN]
     more = len(parked_seqs) - len(shown)
     listed = f"seqs {shown}" + (f" and {more} more" if more else "")
+    if dropped_from:
+        listed += (
+            f"; events from seq {dropped_from} on were over the parked cap and are re-read from "
+            "the log once the gap fills"
+        )
     return Alert(
         alert_id=f"{code.code}:{run_id}:{applied_seq}",
         code=code.code,
@@ -151,6 +159,7 @@ def gap_alert(run_id: str, applied_seq: int, parked_seqs: list[int], waited_ms: 
             parked_count=len(parked_seqs),
             parked_seqs=shown,
             waited_ms=waited_ms,
+            **({"dropped_from": dropped_from} if dropped_from else {}),
         ),
     )
 

@@ -455,7 +455,9 @@ class Projector:
             self._gap_alerted.add(marker)
             seqs = sorted(e.seq for e in run.parked)
             log.warning("gap_open", run_id=run_id, applied_seq=run.view.applied_seq, parked=seqs)
-            alerts.append(gap_alert(run_id, run.view.applied_seq, seqs, self._gap_alert_ms))
+            alerts.append(
+                gap_alert(run_id, run.view.applied_seq, seqs, self._gap_alert_ms, run.dropped_from)
+            )
         if alerts:
             await self._publisher.publish(alerts)
             self._metrics.count_alerts(a.code for a in alerts)
