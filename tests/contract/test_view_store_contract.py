@@ -338,6 +338,30 @@ async def test_progress_only_rises_and_answers_the_resume_barrier(store: ViewSto
     assert not await store.progress([Position("t", 2, 1)])
 
 
+async def test_load_many_at_gives_each_run_what_load_at_gives(store: ViewStore) -> None:
+    """One batched read answers each run as load_at does: its view, its parked events, and the
+    progress on its own partitions only (a run never stored has no view, progress 0 if unset)."""
+    assert await store.load_many_at({"r1": [("t", 0)]}) is None  # no live namespace yet
+    ns = await live(store)
+    await put(store, ns, "r1", run_events("r1"))
+    await put(store, ns, "gap", [run_events("gap")[0], run_events("gap")[2]])  # seq 3 parks
+    await store.record_progress(ns, {("t", 0): 10, ("t", 1): 3})
+    wanted = {"r1": [("t", 0)], "gap": [("t", 1), ("t", 2)], "never": [("t", 0)]}
+    found = await store.load_many_at(wanted)
+    assert found is not None
+    assert set(found) == set(wanted)
+    for run_id, partitions in wanted.items():
+        one = await store.load_at(run_id, partitions)
+        assert one is not None
+        assert found[run_id].view == one.view
+        assert found[run_id].parked == one.parked
+        assert found[run_id].progress == one.progress
+    assert found["r1"].progress == {("t", 0): 10}
+    assert found["gap"].progress == {("t", 1): 3, ("t", 2): 0}
+    assert [e.seq for e in found["gap"].parked] == [3]
+    assert found["never"].view is None
+
+
 async def test_swap_points_readers_at_another_namespace_in_one_step(store: ViewStore) -> None:
     """Readers follow the pointer; the old namespace can then be dropped, the live one cannot."""
     old = await live(store)

@@ -4,10 +4,12 @@ Run events are written only by the holder of the run's lease (DESIGN.md invarian
 reconciler takes the lease like any worker. The lease is also what keeps two reconciler
 instances off the same run: whoever does not get it skips the run for this pass.
 
-Leases are taken for a batch of runs at once, then one resume barrier covers the whole batch:
-the views are read only once the projector has applied everything up to the end offsets taken
-after the leases were acquired, so a view never misses what the previous holder committed. If
-the projector does not catch up in time, each run is folded from the log instead.
+Leases are taken for a batch of runs at once, then the end offsets of the batch's partitions
+are read (after the leases were acquired, so they cover the previous holder's last commit), and
+the views are read with the projector's progress in one round trip. A run whose partitions the
+projector has reached is used as stored; any other run is completed with its events from that
+progress on (the log's tail, shared by the batch's reads) instead of waiting for the projector
+to apply other runs' writes. ``barrier_s`` > 0 first gives the projector that long to catch up.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from agentledger._core.loader import fold_log, load_view
-from agentledger.bus.partitioning import partition_for, run_key
+from agentledger._core.loader import fold_log
 from agentledger.bus.port import EventLog, Position
 from agentledger.errors import AgentLedgerError, LeaseHeldError
 from agentledger.leases import Lease, LeaseStore
+from agentledger.views import fold
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
 
@@ -97,11 +99,7 @@ class RunClaimer:
                     leases[run_id] = lease
             if leases:
                 renewing = asyncio.get_running_loop().create_task(self._renew(leases))
-                caught_up = await self._barrier(list(leases))
-                stored = await self.views.load_many(list(leases)) if caught_up else {}
-                views = await asyncio.gather(
-                    *(self._latest(run_id, caught_up, stored.get(run_id)) for run_id in leases)
-                )
+                views = await self._latest_many(list(leases))
                 for run_id, view in zip(list(leases), views, strict=True):
                     lease = leases[run_id]
                     if view.fence >= lease.fence:
@@ -138,27 +136,58 @@ class RunClaimer:
             # expiry frees them in ttl_ms; the next claim of these runs waits that long at most
             _log.warning("lease_release_failed", runs=[x.run_id for x in leases], error=str(e))
 
-    async def _barrier(self, run_ids: list[str]) -> bool:
-        """Wait until the views cover every run's partitions; False when they did not in time."""
-        one_per_partition: dict[int, str] = {}
-        for run_id in run_ids:
-            one_per_partition.setdefault(partition_for(run_key(run_id), self._partitions), run_id)
-        positions: list[Position] = []
-        for run_id in one_per_partition.values():
-            positions += await self.log.run_end_positions(run_id)
+    async def _latest_many(self, run_ids: list[str]) -> list[RunView]:
+        """Each run's view with every event committed before its lease was taken.
+
+        The end offsets of the batch's partitions are read once (after the leases were taken),
+        the projector is given up to ``barrier_s`` to reach them, then the views are read with
+        the progress they are complete up to, in one round trip. A run whose partitions the
+        projector has not reached (or that has events parked behind a gap) is completed with
+        its events from that progress on: a short read of the log's tail, shared by the runs of
+        the batch, instead of waiting for the projector to apply other runs' writes.
+        """
+        # One ListOffsets round for the whole batch (concurrent callers share it).
+        ends = dict(
+            zip(
+                run_ids,
+                await asyncio.gather(*(self.log.run_end_positions(r) for r in run_ids)),
+                strict=True,
+            )
+        )
+        furthest: dict[tuple[str, int], Position] = {}
+        for positions in ends.values():
+            for p in positions:
+                tp = (p.topic, p.partition)
+                if tp not in furthest or furthest[tp].offset < p.offset:
+                    furthest[tp] = p
+        if self._barrier_s > 0:
+            await self._barrier(list(furthest.values()), len(run_ids))
+        found = await self.views.load_many_at(
+            {r: [(p.topic, p.partition) for p in ends[r]] for r in run_ids}
+        )
+
+        async def one(run_id: str) -> RunView:
+            if found is None:  # no projector here (or a rebuild was swapped in while reading)
+                async with self._io:
+                    return await fold_log(self.log, run_id)
+            at, mine = found[run_id], ends[run_id]
+            if at.covers(mine) and not at.parked:
+                return at.view or RunView(run_id=run_id)
+            async with self._io:
+                tail = await self.log.read_run(run_id, since=at.progress)
+                result = fold(at.view or RunView(run_id=run_id), [*at.parked, *tail], in_place=True)
+                if result.parked:  # the log itself has a gap there: let the whole fold say so
+                    return await fold_log(self.log, run_id)
+                return result.view
+
+        return list(await asyncio.gather(*(one(r) for r in run_ids)))
+
+    async def _barrier(self, positions: list[Position], runs: int) -> bool:
+        """Wait until the views cover ``positions``; False when they did not in time."""
         deadline = time.monotonic() + self._barrier_s
         while not await self.views.progress(positions):
             if time.monotonic() >= deadline:
-                _log.warning("views_behind", runs=len(run_ids), barrier_s=self._barrier_s)
+                _log.debug("views_behind", runs=runs, barrier_s=self._barrier_s)
                 return False
             await asyncio.sleep(_POLL_S)
         return True
-
-    async def _latest(self, run_id: str, caught_up: bool, stored: RunView | None) -> RunView:
-        if caught_up:
-            if stored is not None:
-                return stored
-            return await fold_log(self.log, run_id)
-        # Views behind: the run's view plus the events the projector has not applied yet.
-        async with self._io:
-            return (await load_view(self.log, run_id, reader=self.views)).view

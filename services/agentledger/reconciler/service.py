@@ -21,7 +21,7 @@ import asyncio
 import math
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
+from contextlib import AsyncExitStack, suppress
 
 import structlog
 
@@ -39,15 +39,15 @@ from agentledger.reconciler.compensation import Compensator
 from agentledger.reconciler.decide import Resolution, RunPlan, decide, intent_due, plan_run
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.report import PassReport
-from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler.settings import MAX_REDIS_IN_FLIGHT, ReconcilerSettings
 from agentledger.reconciler.watch import RunWatch
 from agentledger.tasks import within
 from agentledger.views.model import EffectView, RunView
 from agentledger.views.store import ViewReader
 
 _log = structlog.get_logger(__name__)
-#: Redis calls one batch may have in flight (redis-py pools default to 100 connections).
-MAX_REDIS_IN_FLIGHT = 64
+#: Batches being claimed (leases, end offsets, views) at once by one instance.
+CLAIM_LANES = 2
 
 
 class Reconciler:
@@ -157,18 +157,21 @@ class Reconciler:
 
         No view is read before the claim: the lease says whether a live writer has the run, and
         the view read behind the barrier says what is due. ``run_concurrency // batch_size``
-        batches are in flight at once.
+        batches are in flight at once, but only ``CLAIM_LANES`` of them are being claimed at a
+        time: the first batch's lookups start as soon as its own claim is done, and other
+        instances claiming the same runs meanwhile get a share of them.
         """
         batch = self.settings.reconciler_batch_size
         chunks = [list(run_ids[i : i + batch]) for i in range(0, len(run_ids), batch)]
         limit = asyncio.Semaphore(max(1, self.settings.reconciler_run_concurrency // batch))
+        claiming = asyncio.Semaphore(CLAIM_LANES)
 
         async def one(chunk: list[str]) -> None:
             async with limit:
                 if self._fatal is not None:
                     return
                 try:
-                    await self._reconcile_batch(dict.fromkeys(chunk, 0), report)
+                    await self._reconcile_batch(dict.fromkeys(chunk, 0), report, claiming)
                 except AgentLedgerError as e:
                     report.errors += 1
                     self._fatal = self._fatal or self._gave_up(e)
@@ -197,9 +200,15 @@ class Reconciler:
             down.recovered()
         self._outages.clear()
 
-    async def _reconcile_batch(self, floors: dict[str, int], report: PassReport) -> None:
-        """Claim the runs, resolve their due intents, write as their lease holder."""
-        async with self.claimer.claim_many(floors) as claims:
+    async def _reconcile_batch(
+        self, floors: dict[str, int], report: PassReport, claiming: asyncio.Semaphore
+    ) -> None:
+        """Claim the runs, resolve their due intents (their lookups concurrent, bounded by each
+        provider's concurrency), write each run as its lease holder (the log group-commits the
+        writes of runs finishing together), release the leases."""
+        async with AsyncExitStack() as held:
+            async with claiming:
+                claims = await held.enter_async_context(self.claimer.claim_many(floors))
             report.held += len(claims.refused)
             async with asyncio.TaskGroup() as tg:
                 for claim in claims.held.values():

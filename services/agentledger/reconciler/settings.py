@@ -20,6 +20,9 @@ from agentledger.alerts.retry import Backoff
 from agentledger.alerts.vendors import PAGERDUTY_EVENTS_URL
 from agentledger.providers.settings import ProviderSettings
 
+#: Redis calls one batch (or the watch scan) may have in flight (redis-py pools default to 100).
+MAX_REDIS_IN_FLIGHT = 64
+
 
 def default_reconciler_id() -> str:
     """A name unique to this process on this host (set it to keep it across restarts)."""
@@ -82,18 +85,23 @@ class ReconcilerSettings(ProviderSettings):
         default=60_000, ge=100, description="ttl of the run lease held while resolving"
     )
     reconciler_run_concurrency: int = Field(
-        default=128,
+        default=1024,
         ge=1,
-        le=4096,
+        le=16384,
         description="runs in flight; run_concurrency // batch_size batches are claimed at once, "
-        "so one batch's claim and write overlap another's lookups",
+        "so one batch's claim and write overlap another's lookups (the providers' own "
+        "concurrency bounds the lookups)",
     )
     reconciler_batch_size: int = Field(
-        default=32, ge=1, le=4096, description="runs claimed together behind one resume barrier"
+        default=128, ge=1, le=4096, description="runs claimed together behind one resume barrier"
     )
     reconciler_scan_limit: int = Field(default=10_000, ge=1)
     reconciler_barrier_timeout_s: float = Field(
-        default=5.0, gt=0, description="wait for the projector before folding from Kafka"
+        default=5.0,
+        ge=0,
+        le=3600,
+        description="wait this long for the projector to reach a batch's end offsets before "
+        "reading the log's tail past its progress (0: read the tail at once)",
     )
     reconciler_auto_compensate: bool = Field(
         default=True,

@@ -23,7 +23,7 @@ from agentledger.events.models import Alert, Event, ResumeRequested, now_ms
 from agentledger.leases import Lease, LeaseStore
 from agentledger.reconciler.report import PassReport
 from agentledger.reconciler.scan import alerts_for, cleared
-from agentledger.reconciler.settings import ReconcilerSettings
+from agentledger.reconciler.settings import MAX_REDIS_IN_FLIGHT, ReconcilerSettings
 from agentledger.views.model import RunView
 from agentledger.views.store import ViewReader
 
@@ -51,7 +51,9 @@ class RunWatch:
         self._leases = leases
         self._book = book
         self._clock = clock
-        self._limit = asyncio.Semaphore(settings.reconciler_run_concurrency)
+        self._limit = asyncio.Semaphore(
+            min(settings.reconciler_run_concurrency, MAX_REDIS_IN_FLIGHT)
+        )
 
     async def scan(self, report: PassReport) -> Seen:
         """Look at every running and paused run; the views and leases seen, by run id."""

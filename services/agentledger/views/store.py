@@ -123,6 +123,18 @@ class ViewReader(ABC):
     async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
         """The run's view with the progress it is complete up to (None: no live namespace)."""
 
+    async def load_many_at(
+        self, partitions: Mapping[str, Sequence[TopicPartition]]
+    ) -> dict[str, ViewAt] | None:
+        """:meth:`load_at` of each run with its partitions (every run present); None if a run
+        found no live namespace. Stores override it with one progress read and one round trip
+        for the runs."""
+        runs = list(partitions)
+        found = await asyncio.gather(*(self.load_at(r, partitions[r]) for r in runs))
+        if any(at is None for at in found):
+            return None
+        return {r: at for r, at in zip(runs, found, strict=True) if at is not None}
+
     @abstractmethod
     async def runs_by_status(self, status: str, limit: int = 1000) -> list[str]:
         """Run ids currently in ``status`` (running, paused, succeeded …)."""
@@ -204,6 +216,29 @@ class ViewStore(ViewReader):
             parked=[] if stored is None else list(stored.parked),
             dropped_from=0 if stored is None else stored.dropped_from,
         )
+
+    async def load_many_at(
+        self, partitions: Mapping[str, Sequence[TopicPartition]]
+    ) -> dict[str, ViewAt] | None:
+        """See :meth:`ViewReader.load_many_at`: progress first, then every run's view, in one
+        namespace that is still live afterwards (as :meth:`load_at`)."""
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return None
+        progress = await self.read_progress(namespace)
+        runs = list(partitions)
+        stored = await self.load_runs(namespace, runs) if runs else {}
+        if await self.live_namespace() != namespace:
+            return None  # a rebuild was swapped in meanwhile: read the log instead
+        found: dict[str, ViewAt] = {}
+        for run_id in runs:
+            s = stored.get(run_id)
+            found[run_id] = ViewAt(
+                view=None if s is None else s.view,
+                progress={tp: progress.get(tp, 0) for tp in partitions[run_id]},
+                parked=[] if s is None else list(s.parked),
+            )
+        return found
 
     @abstractmethod
     async def write_runs(self, namespace: str, writes: Sequence[RunWrite]) -> WriteOutcome:
