@@ -53,17 +53,19 @@ def configure_logging(
     """Structured logs on stderr (stdout is kept for output meant to be parsed or eval'ed)."""
     out: TextIO = stream if stream is not None else CurrentStderr()  # type: ignore[assignment]
     numeric = logging.getLevelNamesMapping()[level.upper()]
-    renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
+    # JSON lines carry a logged exception's traceback as text (``exception``); the console
+    # renderer prints it itself.
+    rendering: list[structlog.typing.Processor] = (
+        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else [structlog.dev.ConsoleRenderer(colors=False)]
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *rendering,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=out),

@@ -206,3 +206,39 @@ async def test_a_fence_check_failing_beside_the_transaction_writes_nothing(
         assert await log.read_run("late") == []
         await log.publish([started("late", seq=1, fence=2)])
         assert [e.fence for e in await log.read_run("late")] == [2]
+
+
+class SlowFirstGuard(FenceGuard):
+    """Answers its first check only after ``delay_s`` (a Redis slow beyond the transaction
+    timeout), every later one at once; every claim is live."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+        self.checks = 0
+
+    async def stale(self, claims: dict[str, Holder]) -> set[str]:
+        """Say every claim is live, late the first time."""
+        self.checks += 1
+        if self.checks == 1:
+            await asyncio.sleep(self.delay_s)
+        return set()
+
+
+async def test_a_transaction_the_broker_timed_out_is_written_again_on_a_new_producer(
+    ledger_settings: CommonSettings,
+) -> None:
+    """A transaction held open past transaction.timeout.ms (the fence check was slow) is aborted
+    by the broker, which bumps the producer's epoch: the log does not take that for a newer
+    producer's fence; it writes the batch again on a new producer, once, after a new fence
+    check, and keeps writing."""
+    settings = ledger_settings.model_copy(
+        update={"kafka_transaction_timeout_ms": 1_000, "kafka_publish_timeout_ms": 30_000}
+    )
+    # the stack's brokers look for timed-out transactions every second
+    guard = SlowFirstGuard(delay_s=4.0)
+    async with KafkaEventLog(settings, transactional_id="timed-out", guard=guard) as log:
+        await log.publish([started("slow")])
+        await log.publish([started("slow", seq=2)])
+        assert [e.seq for e in await log.read_run("slow")] == [1, 2]
+        assert guard.checks == 3  # the late check, the one of the rewrite, the next publish
+        assert log.stats.producer_resets == 1

@@ -19,6 +19,7 @@ UnreachableError naming the dependency and the wait.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -114,6 +115,10 @@ class _Retry(Exception):  # noqa: N818 - a signal inside the commit loop, never 
         self.dependency = dependency
         self.error = error
         self.maybe_committed = maybe_committed
+
+
+class _TimedOut(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
+    """The broker aborted the transaction: it was open longer than transaction.timeout.ms."""
 
 
 class _CheckFailed(Exception):  # noqa: N818 - a signal inside the commit loop, never raised out
@@ -304,6 +309,7 @@ class KafkaEventLog(EventLog):
         """
         attempt = 0
         unresolved = False
+        timed_out = False
         waited_for: set[Outage] = set()
         while True:
             live = [p for p in batch if not p.done.done()]  # a cancelled publish is not written
@@ -316,6 +322,13 @@ class KafkaEventLog(EventLog):
                         return
                     unresolved = False
                 await self._commit_once(live)
+            except _TimedOut as e:
+                # Aborted by the broker, so never committed: written again once, after a new
+                # fence check, on the new producer.
+                if timed_out:
+                    self._fail(live, PublishError(str(e), maybe_committed=False))
+                    return
+                timed_out = True
             except _Retry as retry:
                 unresolved = unresolved or retry.maybe_committed
                 outage = outage_of(retry.dependency, self._endpoint_of(retry))
@@ -406,9 +419,25 @@ class KafkaEventLog(EventLog):
         """One transaction of ``live``; raises _StaleClaims/_CheckFailed (after aborting it) when
         the fence check does not let it commit; resolves or fails every publish otherwise."""
         stage = ["open"]
+        began = time.monotonic()
         try:
             await within(self._transact(live, stage, checking), limit_s)
         except ProducerFenced as e:
+            open_s = time.monotonic() - began
+            if open_s >= self._settings.kafka_transaction_timeout_ms / 1000:
+                # aiokafka reports the epoch the coordinator bumps when it aborts a transaction
+                # open past its timeout (InvalidProducerEpoch) as a fence: no newer producer
+                # took the id over. The lease fences, checked again on the rewrite, still stop
+                # a zombie.
+                self.stats.failed_commits += 1
+                self._log.warning("transaction_timed_out", stage=stage[0], open_s=round(open_s, 3))
+                await self._reset_producer()
+                msg = (
+                    f"the transaction was open {open_s:.1f} s, past "
+                    f"AGENTLEDGER_KAFKA_TRANSACTION_TIMEOUT_MS="
+                    f"{self._settings.kafka_transaction_timeout_ms}, and the broker aborted it"
+                )
+                raise _TimedOut(msg) from e
             self._fenced = ProducerFencedError(
                 f"transactional id {self._transactional_id} was taken over by a newer producer; "
                 "this writer must stop"
@@ -445,6 +474,22 @@ class KafkaEventLog(EventLog):
                 )
                 return
             raise _Retry("Kafka", e, maybe_committed=maybe) from e
+        except (_StaleClaims, _CheckFailed):
+            raise
+        except Exception as e:  # noqa: BLE001 - an unusable producer is replaced, not kept
+            # e.g. aiokafka asserting on begin after its sender died (a fatal transaction state
+            # no later call leaves): every later commit would fail the same way.
+            self.stats.failed_commits += 1
+            self._log.warning("transaction_failed_unexpectedly", stage=stage[0], error=repr(e))
+            self._fail(
+                live,
+                PublishError(
+                    f"transaction failed during {stage[0]}: {e!r}",
+                    maybe_committed=stage[0] == "commit",
+                ),
+            )
+            await self._reset_producer()
+            return
         self._succeeded(live)
 
     async def _transact(
