@@ -11,6 +11,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor, Rule, card_like, luhn_ok
+from agentledger.redaction.cards import card_spans
+from agentledger.redaction.rules import card_numbers
+from agentledger.redaction.scan import Work
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_DIGITS = string.ascii_uppercase + string.digits
@@ -244,3 +247,32 @@ def test_a_remembered_short_text_is_counted_each_time_it_is_masked() -> None:
     assert first.found == {"openai_key": 1}
     assert again.found == {"openai_key": 2}
     assert again.value == {"a": "[REDACTED:openai_key]", "b": "[REDACTED:openai_key]", "c": "plain"}
+
+
+def _cards_at_every_digit(text: str) -> list[tuple[int, int]]:
+    """The card spans found by an attempt at every run of digit groups (the walk the card rule
+    made before it searched for runs of 13 digits)."""
+    run_of = re.compile(r"\d(?:[ \u00a0\u2007\u202f.\-]{0,2}+\d)*+")
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (start := re.compile(r"(?<!\d)\d").search(text, pos)) is not None:
+        run = run_of.match(text, start.start())
+        assert run is not None
+        if sum(c.isdigit() for c in run.group()) >= 13:
+            spans += [(run.start() + a, run.start() + b) for a, b in card_spans(run.group())]
+        pos = run.end()
+    return spans
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["4111", "1111", "4", "12", "0", " ", "  ", "   ", "-", ".", "x", "\u00a0"]
+        ),
+        max_size=24,
+    ).map("".join)
+)
+def test_the_card_rule_finds_what_an_attempt_at_every_digit_run_finds(text: str) -> None:
+    """Searching for runs of 13 digits finds the same card spans as attempting every run."""
+    assert list(card_numbers(text, Work())) == _cards_at_every_digit(text)

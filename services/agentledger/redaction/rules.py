@@ -199,29 +199,29 @@ def url_passwords(text: str, work: Work) -> Iterator[Span]:
 _CARD_SEPARATORS = " \u00a0\u2007\u202f.\\-"
 _CARD_RUN = re.compile(rf"\d(?:[{_CARD_SEPARATORS}]{{0,2}}+\d)*+")
 _CARD_MIN_DIGITS = 13
-#: A run of 13 digits is a stretch of 13 digits and separators starting with a digit: a text
-#: without one (most texts) is passed over in one search instead of an attempt at every digit.
-_CARD_STRETCH = re.compile(rf"\d[\d{_CARD_SEPARATORS}]{{{_CARD_MIN_DIGITS - 1}}}")
+#: Where a run of digit groups starts (a digit after no digit) that holds at least 13 digits:
+#: the walk from a digit is the same wherever it starts, so this finds exactly the runs that
+#: could hold a card, and the shorter runs between them (most, in text with digits) are passed
+#: over inside one search instead of one attempt each.
+_CARD_START = re.compile(rf"(?<!\d)\d(?:[{_CARD_SEPARATORS}]{{0,2}}+\d){{{_CARD_MIN_DIGITS - 1}}}")
 
 
 def card_numbers(text: str, work: Work) -> Iterator[Span]:
     """Card numbers in a run of digit groups (separated by up to two spaces, no-break spaces,
     dots or dashes); :func:`card_spans` finds the card in the run."""
-
-    def attempt(pos: int) -> Hit | None:
-        run = _CARD_RUN.match(text, pos)
-        if run is None:  # the anchor is a digit, so the run always matches
-            return None
-        work.linear(2 * (run.end() - pos) + 3)  # the run, and counting its digits
-        body = run.group()
-        if sum(char.isdigit() for char in body) < _CARD_MIN_DIGITS:
-            return [], run.end()
-        return [(pos + a, pos + b) for a, b in card_spans(body)], run.end()
-
-    work.linear(len(text))
-    if _CARD_STRETCH.search(text) is None:
-        return
-    yield from drive(re.compile(r"(?<!\d)\d"), text, work, attempt)
+    pos = 0
+    while True:
+        found = _CARD_START.search(text, pos)
+        if found is None:
+            work.linear(len(text) - pos)
+            return
+        start = found.start()
+        run = _CARD_RUN.match(text, start)
+        if run is None:  # the search matched a digit there, so the run always matches
+            return
+        work.linear(found.end() - pos + 2 * (run.end() - start) + 3)  # the search, the run
+        yield from ((start + a, start + b) for a, b in card_spans(run.group()))
+        pos = run.end()
 
 
 # --- the default shapes ------------------------------------------------------------------
