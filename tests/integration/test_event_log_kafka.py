@@ -12,6 +12,7 @@ from agentledger.bus.kafka import KafkaEventLog
 from agentledger.bus.partitioning import run_key
 from agentledger.bus.port import FenceGuard, Holder
 from agentledger.errors import (
+    AgentLedgerError,
     ProducerFencedError,
     PublishError,
     RunLogCorruptError,
@@ -19,6 +20,7 @@ from agentledger.errors import (
 )
 from agentledger.events import Alert, EventCodec, StepStarted, TopicNames
 from agentledger.leasing import RedisLeaseStore
+from agentledger.outage import outage_of
 from agentledger.settings import CommonSettings
 
 pytestmark = pytest.mark.integration
@@ -132,11 +134,7 @@ async def test_a_failed_commit_fails_every_publish_in_it(ledger_settings: Common
     topics = TopicNames(ledger_settings.topic_prefix)
     await delete_topics(ledger_settings, [topics.alerts])  # the broker never auto-creates
     await gone(ledger_settings, topics.alerts)
-    # No outage budget: a failure with the broker answering is not waited out (the waiting is
-    # tested in tests/chaos/test_outages.py).
-    impatient = ledger_settings.model_copy(
-        update={"kafka_publish_timeout_ms": 3_000, "outage_budget_s": 0.0}
-    )
+    impatient = ledger_settings.model_copy(update={"kafka_publish_timeout_ms": 3_000})
     alert = Alert(alert_id="a-1", code="test", severity="info", summary="nowhere to go")
     first, doomed, after = started("r", seq=1), started("r", seq=2), started("r", seq=3)
     async with KafkaEventLog(impatient, transactional_id="failing") as log:
@@ -149,6 +147,34 @@ async def test_a_failed_commit_fails_every_publish_in_it(ledger_settings: Common
         assert log.stats.failed_commits == 1
         await log.publish([after])
         assert await log.read_run("r") == [first, after]
+
+
+async def test_a_refused_commit_within_a_budget_fails_at_once_and_is_no_outage(
+    ledger_settings: CommonSettings,
+) -> None:
+    """With an outage budget longer than the test's timeout, a transaction the broker refuses (a
+    deleted topic) fails its publishes on the first try naming the topic, is not counted as an
+    outage, and the next publish commits on a new producer with the same transactional id."""
+    topics = TopicNames(ledger_settings.topic_prefix)
+    await delete_topics(ledger_settings, [topics.alerts])
+    await gone(ledger_settings, topics.alerts)
+    # Waiting this out would outlast the test's timeout: the test fails instead of passing late.
+    patient = ledger_settings.model_copy(
+        update={"kafka_publish_timeout_ms": 3_000, "outage_budget_s": 3_600.0}
+    )
+    alert = Alert(alert_id="a-2", code="test", severity="info", summary="nowhere to go")
+    assert patient.kafka_bootstrap is not None
+    kafka = outage_of("Kafka", patient.kafka_bootstrap)  # what the outage gauge reads
+    async with KafkaEventLog(patient, transactional_id="refused") as log:
+        with pytest.raises(PublishError, match=f"{topics.alerts}.*do not exist") as err:
+            await log.publish([started("r", seq=1), alert])
+        assert not err.value.maybe_committed
+        assert kafka.down_since is None
+        assert (log.stats.failed_commits, log.stats.producer_resets) == (1, 1)
+        await log.publish([started("r", seq=2)])
+        assert [e.seq for e in await log.read_run("r")] == [2]
+        assert (log.stats.failed_commits, log.stats.commits) == (1, 1)
+        assert kafka.down_since is None
 
 
 async def test_concurrent_reads_of_many_runs_each_return_their_own_events(
@@ -178,7 +204,8 @@ async def test_concurrent_reads_of_many_runs_each_return_their_own_events(
 
 
 class SlowThenBrokenGuard(FenceGuard):
-    """Answers its first check only after the transaction's records were sent, then fails."""
+    """Answers its first check only after the transaction's records were sent, with an error
+    (Redis answered: not an outage to wait out), then says every claim is live."""
 
     def __init__(self) -> None:
         self.checks = 0
@@ -188,7 +215,7 @@ class SlowThenBrokenGuard(FenceGuard):
         self.checks += 1
         if self.checks == 1:
             await asyncio.sleep(0.2)  # the records are in the open transaction by now
-            raise OSError("redis went away")
+            raise AgentLedgerError("the lease script was refused")
         return set()
 
 
@@ -198,9 +225,7 @@ async def test_a_fence_check_failing_beside_the_transaction_writes_nothing(
     """The fence check runs beside begin and send: when it fails, the sent records are aborted
     (never visible to read_committed readers) and the next publish commits."""
     guard = SlowThenBrokenGuard()
-    # No outage budget: the failed check is not waited out (tests/chaos/test_outages.py does).
-    settings = ledger_settings.model_copy(update={"outage_budget_s": 0.0})
-    async with KafkaEventLog(settings, transactional_id="late-guard", guard=guard) as log:
+    async with KafkaEventLog(ledger_settings, transactional_id="late-guard", guard=guard) as log:
         with pytest.raises(PublishError, match="fence check failed"):
             await log.publish([started("late")])
         assert await log.read_run("late") == []

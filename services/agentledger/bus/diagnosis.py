@@ -1,4 +1,14 @@
-"""Why a Kafka client could not start, when the cause is a security setting: one line naming it.
+"""Why a Kafka call failed: an outage to wait out, or an answer to report; and, when the cause
+of a failed start is a security setting, one line naming it.
+
+:func:`failure_of` classifies the error of a failed transaction. A lost connection is an outage
+(waited out within the outage budget). An error the broker answered with (a missing topic, an
+authorization refusal, a fenced producer, an invalid state) is not: retrying cannot help, so the
+publishes fail at once. A deadline of our own (``TimeoutError``; note that it is an ``OSError``)
+says neither: :func:`explain_deadline` asks the broker for its metadata once, bounded, and
+classifies from the answer (no answer: an outage; a topic of the transaction missing or not
+authorized: refused; the broker answering with every topic there: it is up but not completing
+the transaction, e.g. its coordinator still loading after a restart, which is waited out).
 
 aiokafka reports a refused login, an untrusted certificate or a protocol mismatch alike, as
 "Unable to bootstrap". After a failed start, :func:`security_hint` makes one bounded probe of
@@ -10,19 +20,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import ssl
 import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.conn import create_conn
 from aiokafka.errors import (
     IllegalSaslStateError,
     KafkaConnectionError,
     KafkaError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    RequestTimedOutError,
     SaslAuthenticationFailed,
+    UnknownTopicOrPartitionError,
     UnsupportedSaslMechanismError,
 )
 
-from agentledger.errors import ConfigurationError
+from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
 
@@ -32,6 +50,86 @@ API_VERSIONS, SASL_HANDSHAKE = 18, 17
 ILLEGAL_SASL_STATE = 34  # what a listener without SASL answers a SASL handshake
 # TLS alerts of a broker that refused (or did not get) the client's certificate
 CERTIFICATE_ALERTS = ("CERTIFICATE", "UNKNOWN_CA", "DECRYPT_ERROR", "HANDSHAKE_FAILURE")
+
+
+class Failure(enum.Enum):
+    """What a failed Kafka call says about the broker."""
+
+    #: The broker could not be reached (or is up but not serving): wait it out.
+    OUTAGE = "outage"
+    #: The broker answered with an error retrying cannot fix: fail the call at once.
+    REFUSED = "refused"
+    #: Our own deadline passed, or aiokafka's bare KafkaError said nothing more: ask the
+    #: broker (:func:`explain_deadline`).
+    DEADLINE = "deadline"
+
+
+#: Errors that mean the connection to the broker was lost or never made (a socket's OSError).
+_LOST = (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, UnreachableError, OSError)
+
+
+def failure_of(error: BaseException) -> Failure:
+    """Classify the error of a failed Kafka call by its type alone.
+
+    ``TimeoutError`` is tested first: it is an ``OSError`` subclass, and an ``OSError`` is
+    otherwise a socket's failure (an outage), also as the cause of the error. A retriable
+    KafkaError (not leader, coordinator not available, not enough replicas) is a broker not
+    serving yet, except an unknown topic: the brokers here never auto-create, so a missing
+    topic stays missing.
+    """
+    if isinstance(error, TimeoutError | KafkaTimeoutError):
+        return Failure.DEADLINE
+    if any(isinstance(e, _LOST) and not isinstance(e, TimeoutError) for e in _causes(error)):
+        # aiokafka wraps a lost connection in a bare KafkaError ("Unexpected error during
+        # batch delivery" when its sender task dies on one)
+        return Failure.OUTAGE
+    if isinstance(error, UnknownTopicOrPartitionError):
+        return Failure.REFUSED
+    if isinstance(error, KafkaError) and error.retriable:
+        return Failure.OUTAGE
+    if type(error) is KafkaError:
+        return Failure.DEADLINE  # aiokafka's catch-all names no cause: ask the broker
+    return Failure.REFUSED
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """``error`` and the exceptions it was raised from (a bounded walk of the chain)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < 16 and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A classified failure and, when the broker said why, the reason (or "")."""
+
+    failure: Failure
+    reason: str = ""
+
+
+async def explain_deadline(client: Any, topics: Iterable[str], timeout_s: float) -> Diagnosis:
+    """Why a call over ``client`` (an aiokafka client) missed its deadline: one bounded
+    metadata request. No answer is an outage; a topic of ``topics`` missing or not authorized
+    is refused; an answer with every topic there is a broker up but not serving (an outage)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            metadata = await client.fetch_all_metadata()
+    except (TimeoutError, KafkaError, OSError) as e:
+        return Diagnosis(Failure.OUTAGE, f"the broker did not answer a metadata request: {e!r}")
+    wanted = set(topics)
+    unauthorized = sorted(wanted & set(metadata.unauthorized_topics))
+    if unauthorized:
+        return Diagnosis(Failure.REFUSED, f"not authorized to write topic(s) {unauthorized}")
+    missing = sorted(wanted - set(metadata.topics()) - set(unauthorized))
+    if missing:
+        return Diagnosis(
+            Failure.REFUSED,
+            f"topic(s) {missing} do not exist (agentledger topics ensure creates them)",
+        )
+    return Diagnosis(Failure.OUTAGE, "the broker answers but did not complete the transaction")
 
 
 def _first_server(bootstrap: str) -> tuple[str, int]:

@@ -6,6 +6,8 @@ commit), writes it all in ONE transaction and resolves each
 caller's future: concurrent runs share a commit, a single run pays about one commit per publish.
 A commit that failed is never reported as success; after any failure the producer is replaced
 (InitProducerId with the same transactional id aborts whatever the old one left open).
+A transaction the broker refused (a missing topic, an authorization) fails its publishes at
+once, whatever the outage budget (:func:`agentledger.bus.diagnosis.failure_of`).
 
 While Kafka (or the fence check's Redis) is unreachable, a failed transaction is tried again,
 with backoff, until the outage budget (``settings.outage_budget_s``) is spent. A transaction
@@ -26,13 +28,7 @@ from types import TracebackType
 
 import structlog
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    NodeNotReadyError,
-    ProducerFenced,
-    RequestTimedOutError,
-)
+from aiokafka.errors import KafkaError, ProducerFenced
 
 from agentledger.bus.admin import require_topics
 from agentledger.bus.clients import (
@@ -40,6 +36,13 @@ from agentledger.bus.clients import (
     started,
     stop_client,
     tune_concurrent_transactions_backoff,
+)
+from agentledger.bus.diagnosis import (
+    PROBE_TIMEOUT_S,
+    Diagnosis,
+    Failure,
+    explain_deadline,
+    failure_of,
 )
 from agentledger.bus.fencing import Claim, stale_claims, stale_error
 from agentledger.bus.partitioning import key_for
@@ -70,14 +73,6 @@ MAX_EVENTS_PER_COMMIT = 10_000
 BATCH_BYTES = 512 * 1024
 
 Encoded = tuple[str, bytes | None, bytes]
-#: Failures of a transaction that mean the connection to the broker was lost.
-_CONNECTION_FAILURES = (
-    KafkaConnectionError,
-    NodeNotReadyError,
-    RequestTimedOutError,
-    UnreachableError,
-    OSError,
-)
 
 
 @dataclass
@@ -311,6 +306,10 @@ class KafkaEventLog(EventLog):
         unresolved = False
         timed_out = False
         waited_for: set[Outage] = set()
+        # This batch's own wait: the process-wide outage record restarts whenever any call
+        # reaches the broker (a producer start after each failure does), which alone would let
+        # a broker that answers but never completes the transaction be retried forever.
+        failing_since: float | None = None
         while True:
             live = [p for p in batch if not p.done.done()]  # a cancelled publish is not written
             if not live:
@@ -333,7 +332,9 @@ class KafkaEventLog(EventLog):
                 unresolved = unresolved or retry.maybe_committed
                 outage = outage_of(retry.dependency, self._endpoint_of(retry))
                 waited_for.add(outage)
-                waited = outage.failed(retry.error, self._budget_s)
+                now = time.monotonic()
+                failing_since = now if failing_since is None else failing_since
+                waited = max(outage.failed(retry.error, self._budget_s), now - failing_since)
                 if waited >= self._budget_s:
                     self._fail(live, outage.past_budget(self._budget_s, retry.error))
                     return
@@ -448,31 +449,29 @@ class KafkaEventLog(EventLog):
         except (TimeoutError, KafkaError, UnreachableError, OSError) as e:
             self.stats.failed_commits += 1
             maybe = stage[0] == "commit"
-            self._log.debug("group_commit_failed", stage=stage[0], error=repr(e))
-            if self._budget_s <= 0:
-                # No budget: the publishes fail at once, before the producer is replaced (a
-                # replacement can take the stop and connect timeouts).
+            diagnosis = await self._diagnose(e, live)
+            self._log.debug(
+                "group_commit_failed",
+                stage=stage[0],
+                error=repr(e),
+                failure=diagnosis.failure.value,
+                reason=diagnosis.reason,
+            )
+            if diagnosis.failure is not Failure.OUTAGE or self._budget_s <= 0:
+                # The broker answered (a missing topic, a refusal) or there is no budget: the
+                # publishes fail at once, before the producer is replaced (a replacement can
+                # take the stop and connect timeouts, and must not count as an outage).
+                reason = f" ({diagnosis.reason})" if diagnosis.reason else ""
                 self._fail(
                     live,
                     PublishError(
-                        f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe
+                        f"transaction failed during {stage[0]}: {e!r}{reason}",
+                        maybe_committed=maybe,
                     ),
                 )
                 await self._reset_producer()
                 return
             await self._reset_producer()
-            # An outage is a broker this process cannot reach: the new producer did not start,
-            # or the failure was a lost connection. Anything else (a missing topic, a timeout
-            # with the broker answering) fails the publishes at once, as it always did.
-            outage = self._producer is None or isinstance(e, _CONNECTION_FAILURES)
-            if self._budget_s <= 0 or not outage:
-                self._fail(
-                    live,
-                    PublishError(
-                        f"transaction failed during {stage[0]}: {e!r}", maybe_committed=maybe
-                    ),
-                )
-                return
             raise _Retry("Kafka", e, maybe_committed=maybe) from e
         except (_StaleClaims, _CheckFailed):
             raise
@@ -491,6 +490,19 @@ class KafkaEventLog(EventLog):
             await self._reset_producer()
             return
         self._succeeded(live)
+
+    async def _diagnose(self, error: BaseException, live: list[_Pending]) -> Diagnosis:
+        """Classify a failed transaction (see :mod:`agentledger.bus.diagnosis`); a deadline of
+        ours is explained by asking the broker over the failed producer's own connections."""
+        failure = failure_of(error)
+        if failure is not Failure.DEADLINE or self._budget_s <= 0:
+            return Diagnosis(failure)  # without a budget every failure fails at once anyway
+        producer = self._producer
+        if producer is None:
+            return Diagnosis(Failure.OUTAGE, "no producer is connected")
+        topics = {topic for p in live for topic, _, _ in p.records}
+        limit_s = min(self._settings.kafka_connect_timeout_ms / 1000, PROBE_TIMEOUT_S)
+        return await explain_deadline(producer.client, topics, limit_s)
 
     async def _transact(
         self,
@@ -530,6 +542,8 @@ class KafkaEventLog(EventLog):
             self._written[tp] = max(self._written.get(tp, 0), md.offset + 1)
 
     async def _reset_producer(self) -> None:
+        """Replace the producer after a failed transaction; the replacement's InitProducerId
+        (same transactional id) aborts what the old one left open at the coordinator."""
         old, self._producer = self._producer, None
         self.stats.producer_resets += 1
         if old is not None:
