@@ -142,6 +142,12 @@ async def test_runs_in_flight_ride_out_the_outage(
     assert sorted(outcome) == sorted(ids)
     assert all(status.startswith("succeeded") for status in outcome.values()), outcome
     await judge(settings, ref, sandbox)
+    # the wait said so: one line when it began, one when the dependency was back
+    dependency = "Redis" if chaos is kill_then_start_redis else "Kafka"
+    waits = [line for line in log.splitlines() if "dependency_unreachable_waiting" in line]
+    backs = [line for line in log.splitlines() if "dependency_back" in line]
+    assert any(dependency in line for line in waits), log[-3000:]
+    assert len(waits) == len(backs), log[-3000:]
 
 
 async def test_outage_past_the_budget_is_one_line_and_runs_resume(

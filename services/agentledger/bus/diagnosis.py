@@ -43,6 +43,7 @@ from aiokafka.errors import (
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.kafkaclient import kafka_options
 from agentledger.settings import CommonSettings
+from agentledger.tasks import within
 
 PROBE_TIMEOUT_S = 5.0
 V = "AGENTLEDGER_KAFKA_"
@@ -147,6 +148,22 @@ async def _accepts(host: str, port: int) -> bool:
     with contextlib.suppress(OSError):
         await writer.wait_closed()
     return True
+
+
+async def any_broker_listening(bootstrap: str, timeout_s: float = 1.0) -> bool:
+    """Whether any of the bootstrap servers accepts a TCP connection within ``timeout_s``."""
+    servers = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        servers.append((host.strip("[]"), int(port)))
+
+    async def accepts(host: str, port: int) -> bool:
+        try:
+            return await within(_accepts(host, port), timeout_s)
+        except TimeoutError:
+            return False
+
+    return any(await asyncio.gather(*(accepts(h, p) for h, p in servers)))
 
 
 async def _speaks_tls(host: str, port: int) -> bool:

@@ -41,6 +41,7 @@ from agentledger.bus.diagnosis import (
     PROBE_TIMEOUT_S,
     Diagnosis,
     Failure,
+    any_broker_listening,
     explain_deadline,
     failure_of,
 )
@@ -68,6 +69,9 @@ _log = structlog.get_logger(__name__)
 MAX_REQUEST_BYTES = 1_048_576
 RECORD_OVERHEAD_BYTES = 512
 MAX_EVENTS_PER_COMMIT = 10_000
+# A commit in flight this long makes the log look whether any broker still listens (one TCP
+# connect each, only while a commit waits).
+STALL_CHECK_S = 1.0
 # One batch per partition per commit: aiokafka drains one batch per partition per request and
 # waits for it before the next, so a group commit overflowing 16 KB batches paid extra trips.
 BATCH_BYTES = 512 * 1024
@@ -320,7 +324,7 @@ class KafkaEventLog(EventLog):
                         self._succeeded(live)
                         return
                     unresolved = False
-                await self._commit_once(live)
+                await self._watched(live, waited_for)
             except _TimedOut as e:
                 # Aborted by the broker, so never committed: written again once, after a new
                 # fence check, on the new producer.
@@ -344,6 +348,24 @@ class KafkaEventLog(EventLog):
                 for outage in waited_for:
                     outage.recovered()
                 return
+
+    async def _watched(self, live: list[_Pending], waited_for: set[Outage]) -> None:
+        """``_commit_once``, saying so when it waits on brokers none of which accepts a
+        connection: aiokafka waits a restarting broker out inside its calls, which then neither
+        fail nor log, so the wait would show nowhere (no log line, no gauge)."""
+        began = time.monotonic()
+        attempt = asyncio.ensure_future(self._commit_once(live))
+        try:
+            while not (await asyncio.wait({attempt}, timeout=STALL_CHECK_S))[0]:
+                if not await any_broker_listening(self._bootstrap):
+                    outage = outage_of("Kafka", self._bootstrap)
+                    waited_for.add(outage)
+                    error = OSError("no broker accepts connections; a commit waits for one")
+                    outage.failed(error, self._budget_s, since=began)
+        finally:
+            if not attempt.done():  # the commit loop itself is being cancelled
+                await stop_task(attempt)
+        attempt.result()
 
     def _endpoint_of(self, retry: _Retry) -> str:
         endpoint = getattr(retry.error, "endpoint", None)
