@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from agentledger.settings import CommonSettings
+from tests.sources import parse
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ def test_quickstart_is_short_and_imports_only_agentledger() -> None:
     lines = [line for line in program.splitlines() if line.strip()]
     assert len(lines) <= 20, len(lines)
     imported: set[str] = set()
-    for node in ast.walk(ast.parse(program)):
+    for node in ast.walk(parse(program)):
         if isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -15,6 +15,7 @@ from agentledger.alerts.codes import (
 )
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Alert
+from tests.sources import parse
 
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "agentledger"
 REGISTRY = PACKAGE / "alerts" / "codes.py"
@@ -96,8 +97,7 @@ def test_no_emitter_passes_a_string_code() -> None:
     found = {
         str(path.relative_to(PACKAGE)): lines
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path != REGISTRY
-        and (lines := _string_codes(ast.parse(path.read_text(encoding="utf-8"))))
+        if path != REGISTRY and (lines := _string_codes(parse(path.read_text(encoding="utf-8"))))
     }
     assert found == {}
 
@@ -108,7 +108,7 @@ def test_the_scan_finds_a_string_code() -> None:
         'Alert(code="x.y")\nwriter.alert(f"approval_{s}", "summary")\nwriter.alert(CODE, "s")\n'
         "Alert(code=FENCE_STALE)\nAlert(code=FENCE_STALE.code)\n"
     )
-    assert _string_codes(ast.parse(source)) == [1, 2, 4]
+    assert _string_codes(parse(source)) == [1, 2, 4]
 
 
 def test_a_code_is_an_alert_code() -> None:

@@ -22,6 +22,7 @@ from agentledger.leasing.keeper import LeaseKeeper
 from agentledger.leasing.memory import MemoryLeaseStore
 from agentledger.settings import CommonSettings
 from agentledger.tasks import stop_task, within
+from tests.sources import parse
 from tests.unit.event_samples import samples
 
 SERVICES = Path(agentledger.__file__).parent
@@ -65,7 +66,7 @@ async def test_no_service_module_uses_wait_for() -> None:
     """No module of the package calls asyncio.wait_for (the pitfall is kept out for good)."""
     found = []
     for path in SERVICES.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path.read_text(), str(path))):
             if (
                 isinstance(node, ast.Attribute)
                 and node.attr == "wait_for"

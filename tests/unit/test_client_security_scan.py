@@ -6,6 +6,8 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.sources import parse
+
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "agentledger"
 
 KAFKA_CLIENTS = {"AIOKafkaProducer", "AIOKafkaConsumer", "AIOKafkaAdminClient"}
@@ -36,7 +38,7 @@ def _name(node: ast.expr) -> str:
 
 def _calls() -> Iterator[tuple[Path, ast.Call]]:
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 yield path, node
 

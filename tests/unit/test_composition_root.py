@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import agentledger
+from tests.sources import parse
 
 PACKAGE = Path(agentledger.__file__).parent
 ROOT = PACKAGE / "_core" / "ports.py"
@@ -17,7 +18,7 @@ WIRED = {"KafkaEventLog"}
 def constructions(source: str) -> set[str]:
     """The names of WIRED classes that ``source`` calls."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)

@@ -7,6 +7,8 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+from tests.sources import parse
+
 PACKAGE = Path(__file__).resolve().parents[2] / "services" / "agentledger"
 
 # Every package (or top-level module) of agentledger is one of these; a new one must be added.
@@ -44,7 +46,7 @@ def _imports() -> dict[str, set[str]]:
         name = _module_name(path)
         package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 if node.level:
                     base = package[: len(package) - node.level + 1]

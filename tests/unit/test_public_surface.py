@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import agentledger
+from tests.sources import parse
 
 INIT = Path(agentledger.__file__)
 
@@ -61,7 +62,7 @@ PUBLIC = [
 
 def _type_checking_imports() -> set[str]:
     """The names imported under ``if TYPE_CHECKING:`` in ``agentledger/__init__.py``."""
-    tree = ast.parse(INIT.read_text(encoding="utf-8"))
+    tree = parse(INIT.read_text(encoding="utf-8"))
     names: set[str] = set()
     for node in tree.body:
         test = node.test if isinstance(node, ast.If) else None
