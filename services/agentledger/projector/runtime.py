@@ -261,7 +261,7 @@ class ProjectorRuntime:
         outage has outlasted the budget (then :attr:`fatal` is set and the service told)."""
         if self.fatal is not None:
             return True
-        unreachable = _unreachable(error)
+        unreachable = outage.unreachable_in(error)
         if unreachable is None:
             return False
         budget = self.settings.outage_budget_s
@@ -340,18 +340,6 @@ class ProjectorRuntime:
         if self._early is not None and self._projector is not None:
             self._projector.assign(self._early)
             self._early = None
-
-
-def _unreachable(error: BaseException) -> UnreachableError | None:
-    """The UnreachableError that ``error`` is or was raised from, if any."""
-    seen: set[int] = set()
-    found: BaseException | None = error
-    while found is not None and id(found) not in seen:
-        if isinstance(found, UnreachableError):
-            return found
-        seen.add(id(found))
-        found = found.__cause__ or found.__context__
-    return None
 
 
 async def _until_cancelled() -> None:
