@@ -40,18 +40,35 @@ R = TypeVar("R")
 
 def _pack_command(self: Any, *args: Any) -> list[bytes]:
     """redis-py's ``pack_command`` output, built with one join (its own re-copies the growing
-    buffer for every argument, which dominates scripts called with hundreds of arguments)."""
+    buffer for every argument, which dominates scripts called with hundreds of arguments).
+
+    Bytes, ints and (with the default utf-8/strict encoder) strs are encoded here; anything
+    else goes through the connection's encoder, which also raises on what it refuses (bool)."""
     first = args[0]
     if isinstance(first, str):
         args = (*first.encode().split(), *args[1:])
     elif b" " in first:
         args = (*first.split(), *args[1:])
-    encode = self.encoder.encode
+    encoder = self.encoder
+    utf8 = encoder.encoding in _UTF8 and encoder.encoding_errors == "strict"
+    encode = encoder.encode
     pieces = [b"*%d\r\n" % len(args)]
+    append = pieces.append
     for arg in args:
-        value = arg if type(arg) is bytes else encode(arg)
-        pieces += (b"$%d\r\n" % len(value), value, b"\r\n")
+        kind = type(arg)
+        if kind is bytes:
+            value = arg
+        elif kind is str and utf8:
+            value = arg.encode()
+        elif kind is int:
+            value = b"%d" % arg
+        else:
+            value = encode(arg)
+        append(b"$%d\r\n%b\r\n" % (len(value), value))
     return [b"".join(pieces)]
+
+
+_UTF8 = frozenset({"utf-8", "utf8", "UTF-8"})
 
 
 _FAST_CLASSES: dict[type[Any], type[Any]] = {}

@@ -315,14 +315,19 @@ async def test_indexes_list_runs_by_status_and_open_intents_oldest_first(
 async def test_parked_index_reports_runs_parked_before_a_time(
     store: ViewStore, clock: Clock
 ) -> None:
-    """A run stays in the parked index from when it first parked until it is un-parked."""
+    """A run stays in the parked index from when it first parked until it is un-parked; the
+    index's count is the number of runs in it."""
     ns = await live(store)
     await store.update_indexes(ns, [IndexUpdate("p", "running", 1, parked=True)])
     far_future = 2**50
     assert await store.overdue_parked(ns, far_future) == ["p"]
     assert await store.overdue_parked(ns, 0) == []
+    assert await store.count_parked(ns) == 1
+    await store.update_indexes(ns, [IndexUpdate("q", "running", 3, parked=True)])
+    assert await store.count_parked(ns) == 2
     await store.update_indexes(ns, [IndexUpdate("p", "running", 2, parked=False)])
-    assert await store.overdue_parked(ns, far_future) == []
+    assert await store.overdue_parked(ns, far_future) == ["q"]
+    assert await store.count_parked(ns) == 1
 
 
 async def test_progress_only_rises_and_answers_the_resume_barrier(store: ViewStore) -> None:

@@ -39,6 +39,7 @@ CALLS: dict[str, Call] = {
     "commit": lambda s: s.commit("v1", [], [IndexUpdate("r1", "running")], {("t", 0): 1}),
     "read_progress": lambda s: s.read_progress("v1"),
     "overdue_parked": lambda s: s.overdue_parked("v1", 10),
+    "count_parked": lambda s: s.count_parked("v1"),
     "drop_finished_before": lambda s: s.drop_finished_before("v1", 10),
     "prune": lambda s: s.prune("v1"),
     "snapshot": lambda s: s.snapshot("v1"),

@@ -33,7 +33,7 @@ from agentledger.kafkaclient import faust_credentials
 from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
 from agentledger.projector.ports import Record
 from agentledger.projector.prometheus import metrics_view
-from agentledger.projector.runtime import ProjectorRuntime
+from agentledger.projector.runtime import ProjectorRuntime, tune_collector
 from agentledger.projector.settings import ProjectorSettings
 
 READ_COMMITTED = "read_committed"
@@ -81,6 +81,7 @@ class _Resources(mode.Service):
 
     async def on_start(self) -> None:
         await self._runtime.start()
+        tune_collector()  # the process is set up: what exists now lives as long as it does
 
     async def on_stop(self) -> None:
         await self._runtime.stop()

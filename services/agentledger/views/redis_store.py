@@ -597,6 +597,13 @@ class RedisViewStore(ViewStore):
         return [text(m) for m, _ in _merged(replies)]
 
     @translated
+    async def count_parked(self, namespace: str) -> int:
+        """See :meth:`ViewStore.count_parked` (ZCARD of each group's parked index)."""
+        space = self._keys.space(namespace)
+        replies = await self._each_group(space, lambda p, g: p.zcard(space.parked_index(g)))
+        return sum(int(n) for n in replies)
+
+    @translated
     async def drop_finished_before(self, namespace: str, before: int) -> int:
         """See :meth:`ViewStore.drop_finished_before`."""
         space = self._keys.space(namespace)

@@ -313,6 +313,10 @@ class ViewStore(ViewReader):
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
         """Runs that have had events parked since before ``parked_before`` (epoch ms)."""
 
+    async def count_parked(self, namespace: str) -> int:
+        """How many runs have events parked (a count only, for the metrics page)."""
+        return len(await self.overdue_parked(namespace, 2**62))
+
     @abstractmethod
     async def drop_finished_before(self, namespace: str, before: int) -> int:
         """Unlist finished runs whose last event is older than ``before`` (their keys expired)."""
