@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -44,6 +43,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentledger.demo.runner import performed_effects
+from agentledger.netprobe import accepts
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.stack.local import LocalStack
@@ -96,25 +96,13 @@ class Down:
     effects: int | None = None
 
 
-async def answers(host: str, port: int) -> bool:
-    """Whether ``host:port`` accepts a TCP connection now."""
-    try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
 async def probe(
     host: str, port: int, done: asyncio.Event, effects: Callable[[], Awaitable[int]]
 ) -> Down:
     """Probe ``host:port`` until ``done`` (and it answers again, if it went down)."""
     down = Down()
     while True:
-        up = await answers(host, port)
+        up = await accepts(host, port)
         if not up and down.at is None:
             down.at = time.monotonic()
             down.effects = await effects()

@@ -42,8 +42,8 @@ from aiokafka.errors import (
 
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.kafkaclient import kafka_options
+from agentledger.netprobe import accepts
 from agentledger.settings import CommonSettings
-from agentledger.tasks import within
 
 PROBE_TIMEOUT_S = 5.0
 V = "AGENTLEDGER_KAFKA_"
@@ -138,18 +138,6 @@ def _first_server(bootstrap: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _accepts(host: str, port: int) -> bool:
-    """Whether the server accepts a TCP connection at all."""
-    try:
-        _, writer = await asyncio.open_connection(host, port)
-    except OSError:
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
-
-
 async def any_broker_listening(bootstrap: str, timeout_s: float = 1.0) -> bool:
     """Whether any of the bootstrap servers accepts a TCP connection within ``timeout_s``."""
     servers = []
@@ -157,13 +145,7 @@ async def any_broker_listening(bootstrap: str, timeout_s: float = 1.0) -> bool:
         host, _, port = server.strip().rpartition(":")
         servers.append((host.strip("[]"), int(port)))
 
-    async def accepts(host: str, port: int) -> bool:
-        try:
-            return await within(_accepts(host, port), timeout_s)
-        except TimeoutError:
-            return False
-
-    return any(await asyncio.gather(*(accepts(h, p) for h, p in servers)))
+    return any(await asyncio.gather(*(accepts(h, p, timeout_s) for h, p in servers)))
 
 
 async def _speaks_tls(host: str, port: int) -> bool:
@@ -310,7 +292,7 @@ async def security_hint(settings: CommonSettings | None, bootstrap: str) -> str 
     host, port = _first_server(bootstrap)
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
-            if not await _accepts(host, port):
+            if not await accepts(host, port, PROBE_TIMEOUT_S):
                 return None  # down or restarting: not a security problem, and worth a retry
             return await _probe(settings, host, port) or None
     except (TimeoutError, ConfigurationError):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import socket
 from collections.abc import Callable, Sequence
+
+from agentledger.netprobe import accepts as tcp_accepts
 
 LOOPBACK = "127.0.0.1"
 
@@ -57,12 +57,4 @@ def free_ports(preferred: Sequence[int | None]) -> list[int]:
 
 async def accepts(port: int, limit_s: float = 1.0) -> bool:
     """Whether something accepts TCP connections on ``127.0.0.1:port``."""
-    try:
-        async with asyncio.timeout(limit_s):
-            _, writer = await asyncio.open_connection(LOOPBACK, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    with contextlib.suppress(OSError):
-        await writer.wait_closed()
-    return True
+    return await tcp_accepts(LOOPBACK, port, limit_s)
