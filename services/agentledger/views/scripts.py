@@ -8,7 +8,46 @@ from __future__ import annotations
 #: ttl ms ('' = keep forever, <= 0 = delete the run), #run fields, #steps, #effects,
 #: replace parked ('1'/'0'), #parked, then the field/value pairs in that order.
 #: Returns 1 written, 0 conflict, 2 deleted (past retention).
-WRITE_RUN = """
+#: One run's four hashes written from ARGV: KEYS[k + 1..k + 4] (run, steps, effects, parked),
+#: ARGV[b..]: #run fields, #steps, #effects, replace parked ('1'/'0'), #parked, then the
+#: field/value pairs in that order; ``ttl`` ('' = keep forever) is set on all four. WRITE_RUN
+#: and COMMIT both write a run with it (one body, so the two cannot drift apart).
+WRITE_HASHES = """
+local function hset_from(key, p, n)
+  local put = 0
+  while put < n do
+    local take = math.min(n - put, 1000)
+    local first = p + 2 * put
+    redis.call('HSET', key, unpack(ARGV, first, first + 2 * take - 1))
+    put = put + take
+  end
+  return p + 2 * n
+end
+local function write_hashes(k, b, ttl)
+  local p = b + 5
+  p = hset_from(KEYS[k + 1], p, tonumber(ARGV[b]))
+  p = hset_from(KEYS[k + 2], p, tonumber(ARGV[b + 1]))
+  p = hset_from(KEYS[k + 3], p, tonumber(ARGV[b + 2]))
+  if ARGV[b + 3] == '1' then
+    redis.call('DEL', KEYS[k + 4])
+    hset_from(KEYS[k + 4], p, tonumber(ARGV[b + 4]))
+  end
+  if ttl ~= '' then
+    for part = 1, 4 do
+      redis.call('PEXPIRE', KEYS[k + part], ttl)
+    end
+  end
+end
+"""
+
+#: Replace one run atomically if its (applied_seq, _parked) token is still the expected one.
+#: KEYS: run, steps, effects, parked.  ARGV: expected applied_seq, expected parked count,
+#: ttl ms ('' = keep forever, <= 0 = delete the run), #run fields, #steps, #effects,
+#: replace parked ('1'/'0'), #parked, then the field/value pairs in that order.
+#: Returns 1 written, 0 conflict, 2 deleted (past retention).
+WRITE_RUN = (
+    WRITE_HASHES
+    + """
 local cur_a = redis.call('HGET', KEYS[1], 'applied_seq') or ''
 local cur_p = redis.call('HGET', KEYS[1], '_parked') or ''
 if cur_a ~= ARGV[1] or cur_p ~= ARGV[2] then
@@ -19,31 +58,10 @@ if ttl ~= '' and tonumber(ttl) <= 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
   return 2
 end
-local pos = 9
-local function hset_pairs(key, n)
-  local done = 0
-  while done < n do
-    local take = math.min(n - done, 1000)
-    local first = pos + 2 * done
-    redis.call('HSET', key, unpack(ARGV, first, first + 2 * take - 1))
-    done = done + take
-  end
-  pos = pos + 2 * n
-end
-hset_pairs(KEYS[1], tonumber(ARGV[4]))
-hset_pairs(KEYS[2], tonumber(ARGV[5]))
-hset_pairs(KEYS[3], tonumber(ARGV[6]))
-if ARGV[7] == '1' then
-  redis.call('DEL', KEYS[4])
-  hset_pairs(KEYS[4], tonumber(ARGV[8]))
-end
-if ttl ~= '' then
-  for k = 1, 4 do
-    redis.call('PEXPIRE', KEYS[k], ttl)
-  end
-end
+write_hashes(0, 4, ttl)
 return 1
 """
+)
 
 #: The four hashes of one run in one call.  KEYS: run, steps, effects, parked.
 LOAD_RUN = """
@@ -142,7 +160,8 @@ return 1
 #: {-1} (the progress lost its '_born' mark: a wipe) or {-2, field} (progress below its floor:
 #: a failover lost writes of this slot).
 COMMIT = (
-    """
+    WRITE_HASHES
+    + """
 local n_writes = tonumber(ARGV[2])
 local n_progress = tonumber(ARGV[3])
 local first_index = 4 * n_writes
@@ -191,29 +210,7 @@ for w = 1, n_writes do
     redis.call('DEL', KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4])
     done[#done + 1] = w
   else
-    local p = at + 8
-    local function hset_pairs(key, n)
-      local put = 0
-      while put < n do
-        local take = math.min(n - put, 1000)
-        local first = p + 2 * put
-        redis.call('HSET', key, unpack(ARGV, first, first + 2 * take - 1))
-        put = put + take
-      end
-      p = p + 2 * n
-    end
-    hset_pairs(KEYS[k + 1], tonumber(ARGV[at + 3]))
-    hset_pairs(KEYS[k + 2], tonumber(ARGV[at + 4]))
-    hset_pairs(KEYS[k + 3], tonumber(ARGV[at + 5]))
-    if ARGV[at + 6] == '1' then
-      redis.call('DEL', KEYS[k + 4])
-      hset_pairs(KEYS[k + 4], tonumber(ARGV[at + 7]))
-    end
-    if ttl ~= '' then
-      for part = 1, 4 do
-        redis.call('PEXPIRE', KEYS[k + part], ttl)
-      end
-    end
+    write_hashes(k, at + 3, ttl)
   end
 end
 local now = ARGV[1]
