@@ -296,5 +296,10 @@ class ViewsRegressedError(AgentLedgerError):
         self.field = field
 
 
+class RebuildWorkerError(AgentLedgerError):
+    """A process folding part of a rebuild failed: the rebuilt namespace is incomplete, so it
+    was deleted and never swapped in; the live views are untouched."""
+
+
 class GraphStateError(RunError):
     """A LangGraph checkpoint the saver needs is not recorded, or its stored values do not chain."""

@@ -6,7 +6,9 @@ one partition number (that partition of every run topic: a run's events all land
 decoded and folded per run in memory, exactly as :class:`~.applier.Applier` folds them (the same
 :func:`~agentledger.views.fold.fold`, parked events carried from chunk to chunk); then every run
 of the partition is written once, in pipelined slices, while the next partition is being read.
-The namespace's progress is recorded once, after the last write: a crash mid-rebuild leaves a
+A :class:`Replayer` does this for all the ranges of a rebuild: :class:`InProcessReplayer` here,
+through any ports, or :class:`~.workers.ProcessReplayer` in parallel processes. The namespace's
+progress is recorded once, after the last write of every fold: a crash mid-rebuild leaves a
 namespace that was never live and is never used.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -74,6 +77,16 @@ class BulkCounts:
     applied: int = 0
     dead_letters: int = 0
     runs_written: int = 0
+    #: CPU seconds (user + system) of the processes that folded, as they measured them
+    cpu_s: float = 0.0
+
+    def add(self, other: BulkCounts) -> None:
+        """Add another fold's counts to these."""
+        self.records += other.records
+        self.applied += other.applied
+        self.dead_letters += other.dead_letters
+        self.runs_written += other.runs_written
+        self.cpu_s += other.cpu_s
 
 
 class PartitionFold:
@@ -164,6 +177,122 @@ async def _write(
             tg.create_task(one(writes[i : i + WRITE_SLICE]))
 
 
+class Replayer(ABC):
+    """Folds offset ranges into a fresh namespace, each run written once; the namespace's
+    progress is not recorded (the caller records it once every fold has stood)."""
+
+    @abstractmethod
+    async def replay(
+        self,
+        namespace: str,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        partitions: int | None,
+        parked_max: int,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> BulkCounts:
+        """Fold ``ranges`` into ``namespace``; ``on_progress`` about once a second and at last."""
+
+
+class Teller:
+    """Turns record counts into :class:`Progress` for the operator, at most once per interval."""
+
+    def __init__(
+        self,
+        total: int,
+        on_progress: Callable[[Progress], None] | None,
+        every_s: float = 1.0,
+    ) -> None:
+        self._total = total
+        self._on_progress = on_progress
+        self._every_s = every_s
+        self._started = self._said = time.monotonic()
+
+    def tell(self, records: int, *, final: bool = False) -> None:
+        """Report ``records`` done if an interval has passed (or ``final``)."""
+        now = time.monotonic()
+        if self._on_progress is not None and (final or now - self._said >= self._every_s):
+            self._said = now
+            # offsets count transaction markers too: the last line says 100% of the records
+            total = records if final else self._total
+            self._on_progress(Progress(records, total, now - self._started))
+
+
+async def fold_ranges(
+    store: ViewStore,
+    reader: LogReader,
+    namespace: str,
+    ranges: Mapping[TopicPartition, tuple[int, int]],
+    *,
+    chunk: int,
+    codec: EventCodec,
+    counts: BulkCounts,
+    on_records: Callable[[], None] | None = None,
+    partitions: int | None = None,
+    parked_max: int = DEFAULT_PARKED_MAX,
+) -> None:
+    """Fold ``ranges`` into ``namespace`` one partition number at a time, each run written once;
+    writing partition ``p`` overlaps reading ``p + 1``. ``on_records`` is called after each
+    chunk (``counts`` says how far). No progress is recorded."""
+    by_number: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
+    for tp, span in ranges.items():
+        by_number.setdefault(tp[1], {})[tp] = span
+    async with asyncio.TaskGroup() as tg:
+        writing: asyncio.Task[None] | None = None
+        for number in sorted(by_number):
+            part = PartitionFold(codec, counts, partitions, parked_max)
+            async for records in reader.read(by_number[number], chunk):
+                part.add(records)
+                if on_records is not None:
+                    on_records()
+                await asyncio.sleep(0)  # let the previous partition's writes go out
+            if writing is not None:
+                await writing
+            writes, updates = part.writes()
+            writing = tg.create_task(_write(store, namespace, writes, updates, counts))
+
+
+class InProcessReplayer(Replayer):
+    """Folds in this process, through the given ports (any store and log: tests, one core)."""
+
+    def __init__(
+        self, store: ViewStore, reader: LogReader, codec: EventCodec, *, chunk: int = 5000
+    ) -> None:
+        self._store = store
+        self._reader = reader
+        self._codec = codec
+        self._chunk = chunk
+
+    async def replay(
+        self,
+        namespace: str,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        partitions: int | None,
+        parked_max: int,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> BulkCounts:
+        """See :meth:`Replayer.replay`."""
+        counts = BulkCounts()
+        teller = Teller(sum(max(0, end - start) for start, end in ranges.values()), on_progress)
+        cpu = time.process_time()
+        await fold_ranges(
+            self._store,
+            self._reader,
+            namespace,
+            ranges,
+            chunk=self._chunk,
+            codec=self._codec,
+            counts=counts,
+            on_records=lambda: teller.tell(counts.records),
+            partitions=partitions,
+            parked_max=parked_max,
+        )
+        counts.cpu_s = time.process_time() - cpu
+        teller.tell(counts.records, final=True)
+        return counts
+
+
 async def bulk_replay(
     store: ViewStore,
     reader: LogReader,
@@ -173,40 +302,14 @@ async def bulk_replay(
     chunk: int,
     codec: EventCodec,
     on_progress: Callable[[Progress], None] | None = None,
-    progress_every_s: float = 1.0,
     partitions: int | None = None,
     parked_max: int = DEFAULT_PARKED_MAX,
 ) -> BulkCounts:
-    """Fold ``ranges`` into ``namespace`` one partition number at a time, each run written once;
-    writing partition ``p`` overlaps reading ``p + 1``; progress recorded at the end."""
-    counts = BulkCounts()
-    total = sum(max(0, end - start) for start, end in ranges.values())
-    by_number: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
-    for tp, span in ranges.items():
-        by_number.setdefault(tp[1], {})[tp] = span
-    started = time.monotonic()
-    said = started
-
-    def tell(final: bool = False) -> None:
-        nonlocal said
-        now = time.monotonic()
-        if on_progress is not None and (final or now - said >= progress_every_s):
-            said = now
-            # offsets count transaction markers too: the last line says 100% of the records
-            on_progress(Progress(counts.records, counts.records if final else total, now - started))
-
-    async with asyncio.TaskGroup() as tg:
-        writing: asyncio.Task[None] | None = None
-        for number in sorted(by_number):
-            part = PartitionFold(codec, counts, partitions, parked_max)
-            async for records in reader.read(by_number[number], chunk):
-                part.add(records)
-                tell()
-                await asyncio.sleep(0)  # let the previous partition's writes go out
-            if writing is not None:
-                await writing
-            writes, updates = part.writes()
-            writing = tg.create_task(_write(store, namespace, writes, updates, counts))
+    """Fold ``ranges`` into ``namespace`` in this process (see :func:`fold_ranges`), then record
+    the ends of ``ranges`` as its progress."""
+    replayer = InProcessReplayer(store, reader, codec, chunk=chunk)
+    counts = await replayer.replay(
+        namespace, ranges, partitions=partitions, parked_max=parked_max, on_progress=on_progress
+    )
     await store.record_progress(namespace, {tp: end for tp, (_, end) in ranges.items()})
-    tell(final=True)
     return counts

@@ -14,7 +14,7 @@ from typing import Any
 from agentledger.bus.admin import require_topics
 from agentledger.events.codec import EventCodec
 from agentledger.events.topics import topic_names
-from agentledger.projector.bulk import Progress
+from agentledger.projector.bulk import Progress, Replayer
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.rebuild import (
     compare,
@@ -23,6 +23,7 @@ from agentledger.projector.rebuild import (
     wait_for_progress,
 )
 from agentledger.projector.settings import ProjectorSettings
+from agentledger.projector.workers import ProcessReplayer, worker_count
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 
@@ -131,6 +132,13 @@ async def _open(
     return store, reader
 
 
+def replayer_for(settings: ProjectorSettings) -> Replayer | None:
+    """Worker processes for a rebuild with the given settings (None: fold in this process)."""
+    if worker_count(settings, settings.run_partitions) <= 1:
+        return None
+    return ProcessReplayer(settings)
+
+
 def _tell_progress(progress: Progress) -> None:
     """Records, rate and ETA on stderr (stdout keeps the report)."""
     sys.stderr.write(progress.line() + "\n")
@@ -149,6 +157,7 @@ async def _rebuild(args: argparse.Namespace) -> int:
             chunk=settings.projector_chunk,
             on_progress=_tell_progress,
             parked_max=settings.projector_parked_max,
+            replayer=replayer_for(settings),
         )
         previous = await swap_in(store, replay, grace_ms=settings.rebuild_swap_grace_ms)
     report = {
@@ -183,6 +192,7 @@ async def _verify(args: argparse.Namespace) -> int:
             partitions=settings.run_partitions,
             chunk=settings.projector_chunk,
             parked_max=settings.projector_parked_max,
+            replayer=replayer_for(settings),
         )
         try:
             if live is None:

@@ -15,6 +15,7 @@ reported as moved on, not as differences.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from agentledger.events.codec import EventCodec
-from agentledger.projector.bulk import Progress, bulk_replay
+from agentledger.projector.bulk import InProcessReplayer, Progress, Replayer
 from agentledger.projector.parking import DEFAULT_PARKED_MAX
 from agentledger.projector.ports import LogReader
 from agentledger.views.store import SnapshotValue, TopicPartition, ViewStore
@@ -41,6 +42,8 @@ class Replay:
     applied: int
     seconds: float
     dead_letters: int
+    #: CPU seconds (user + system) of the processes that folded
+    cpu_s: float = 0.0
 
     @property
     def events_per_second(self) -> float:
@@ -58,31 +61,48 @@ async def replay_into_new_namespace(
     codec: EventCodec | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     parked_max: int = DEFAULT_PARKED_MAX,
+    replayer: Replayer | None = None,
 ) -> Replay:
     """Replay every run topic from its earliest offset to its current end into a new namespace
-    (see :mod:`.bulk`); ``on_progress`` is told records, rate and ETA about once a second."""
+    (see :mod:`.bulk`; ``replayer`` folds, by default in this process through ``store`` and
+    ``reader``); ``on_progress`` is told records, rate and ETA about once a second. The ends
+    are recorded as the namespace's progress once every fold has stood; if any fails, the new
+    namespace is deleted and the error raised."""
     tps = await reader.partitions(run_topics)
     # records off their key's partition are dead-lettered, as the live projector does; the
     # count the topics really have decides (``partitions`` if they have none yet)
     partitions = max((p + 1 for _, p in tps), default=partitions)
     ends = await reader.end_offsets(tps)
     begins = await reader.beginning_offsets(tps)
+    ranges = {tp: (begins[tp], ends[tp]) for tp in tps}
+    folder = replayer or InProcessReplayer(store, reader, codec or EventCodec(), chunk=chunk)
     namespace = await store.create_namespace()
     started = time.monotonic()
-    counts = await bulk_replay(
-        store,
-        reader,
-        namespace,
-        {tp: (begins[tp], ends[tp]) for tp in tps},
-        chunk=chunk,
-        codec=codec or EventCodec(),
-        on_progress=on_progress,
-        partitions=partitions,
-        parked_max=parked_max,
-    )
+    try:
+        counts = await folder.replay(
+            namespace,
+            ranges,
+            partitions=partitions,
+            parked_max=parked_max,
+            on_progress=on_progress,
+        )
+        await store.record_progress(namespace, ends)
+    except BaseException:
+        # never live, never used: what it holds is only a part of the log
+        with contextlib.suppress(Exception):
+            await asyncio.shield(store.drop_namespace(namespace))
+        raise
     seconds = time.monotonic() - started
     log.info("replayed", namespace=namespace, records=counts.records, seconds=round(seconds, 3))
-    return Replay(namespace, ends, counts.records, counts.applied, seconds, counts.dead_letters)
+    return Replay(
+        namespace,
+        ends,
+        counts.records,
+        counts.applied,
+        seconds,
+        counts.dead_letters,
+        counts.cpu_s,
+    )
 
 
 async def swap_in(store: ViewStore, replay: Replay, *, grace_ms: int) -> str | None:

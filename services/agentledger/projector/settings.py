@@ -91,6 +91,15 @@ class ProjectorSettings(CommonSettings):
         ge=-1,
         description="how long a finished run's view outlives its end; -1 keeps views forever",
     )
+    rebuild_workers: int = Field(
+        default=0,
+        ge=0,
+        le=1024,
+        description=(
+            "processes a rebuild (views rebuild/verify) folds the partitions in; 0 = one per CPU "
+            "core, 1 = in the command's own process; never more than the run topics' partitions"
+        ),
+    )
     rebuild_swap_grace_ms: int = Field(
         default=2_000,
         ge=0,
