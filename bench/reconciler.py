@@ -6,15 +6,17 @@ effects performed at the sandbox, half never sent), a projector in its own proce
 topics into Redis, and a sandbox provider subprocess whose lookups take ``--latency-ms`` more.
 Then ``--instances`` reconcilers (in this process) make one pass together; the figure is intents
 resolved (LANDED or NOT_LANDED, written as the lease holder, ResumeRequested published) per
-second of that pass. For scale, the floor: the same number of bare lookups at the sandbox with the
-same latency and concurrency, measured just before and just after the pass (the higher of the
-two counts). JSON on stdout (or ``--json FILE``).
+second of that pass, and the CPU time the reconcilers spent per intent (this process's user +
+sys during the pass; ``--profile FILE`` writes a cProfile of it). For scale, the floor: the same
+number of bare lookups at the sandbox with the same latency and concurrency, measured just before
+and just after the pass (the higher of the two counts). JSON on stdout (or ``--json FILE``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import platform
@@ -103,8 +105,9 @@ async def _wait_indexed(settings: CommonSettings, intents: int, timeout_s: float
     return time.perf_counter() - started
 
 
-async def _floor(url: str, keys: list[str], concurrency: int) -> float:
-    """Bare lookups per second at the sandbox with the same latency and concurrency."""
+async def _floor(url: str, keys: list[str], concurrency: int) -> tuple[float, float]:
+    """Bare lookups per second at the sandbox with the same latency and concurrency, and the
+    CPU seconds this process spent per lookup."""
     async with HttpProvider(url, name="sandbox") as provider:
         limit = asyncio.Semaphore(concurrency)
 
@@ -112,9 +115,11 @@ async def _floor(url: str, keys: list[str], concurrency: int) -> float:
             async with limit:
                 await provider.lookup(REQUEST.kind, key)
 
+        cpu = time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(one(k) for k in keys))
-        return len(keys) / (time.perf_counter() - started)
+        rate = len(keys) / (time.perf_counter() - started)
+        return rate, (time.process_time() - cpu) / len(keys)
 
 
 async def bench(
@@ -126,6 +131,7 @@ async def bench(
     *,
     in_flight: int | None = None,
     barrier_s: float | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Set everything up on fresh topics, run the pass, return the report."""
     tag = f"benchrec{uuid.uuid4().hex[:8]}"
@@ -146,7 +152,7 @@ async def bench(
                 await client.set_faults(FaultRule(latency_ms=latency_ms, ops=frozenset({"lookup"})))
                 policy = ProviderPolicy(concurrency=concurrency, attempts=2, timeout_s=10)
                 tuning = _tuning(batch, in_flight, barrier_s)
-                floor_before = await _floor(sandbox.url, keys, concurrency * instances)
+                floor_before, floor_cpu = await _floor(sandbox.url, keys, concurrency * instances)
                 looked_before = await client.lookups()
                 settings = [
                     ReconcilerSettings(
@@ -161,11 +167,11 @@ async def bench(
                     )
                     for i in range(instances)
                 ]
-                result = await _pass(settings)
+                result = await _pass(settings, profile)
                 lookups = {
                     k: n - looked_before.get(k, 0) for k, n in (await client.lookups()).items()
                 }
-                floor_after = await _floor(sandbox.url, keys, concurrency * instances)
+                floor_after, _ = await _floor(sandbox.url, keys, concurrency * instances)
     finally:
         await delete_topics(common, [s.name for s in specs])
     resolved = result["resolved"]
@@ -188,9 +194,12 @@ async def bench(
         "not_landed": result["not_landed"],
         "pass_s": round(result["elapsed_s"], 3),
         "intents_resolved_per_s": round(resolved / result["elapsed_s"], 1),
+        "reconciler_cpu_s": round(result["cpu_s"], 3),
+        "reconciler_cpu_us_per_intent": round(result["cpu_s"] / max(1, resolved) * 1e6),
         "floor_bare_lookups_per_s": round(floor, 1),
         "floor_before_pass_per_s": round(floor_before, 1),
         "floor_after_pass_per_s": round(floor_after, 1),
+        "floor_cpu_us_per_lookup": round(floor_cpu * 1e6),
         "ratio_to_floor": round(resolved / result["elapsed_s"] / floor, 3),
         "lookups_per_key_max": max(lookups.values()) if lookups else 0,
         "projector_index_s": round(indexed_s, 3),
@@ -218,15 +227,28 @@ def _tuning(batch: int | None, in_flight: int | None, barrier_s: float | None) -
     return tuning
 
 
-async def _pass(settings: list[ReconcilerSettings]) -> dict[str, Any]:
-    """One pass of every instance at once (no watch scan); summed counts and wall time."""
+async def _pass(settings: list[ReconcilerSettings], profile: Path | None) -> dict[str, Any]:
+    """One pass of every instance at once (no watch scan); summed counts, wall and CPU time.
+
+    The reconcilers are the only thing this process runs during the pass (the projector and the
+    sandbox are subprocesses), so its CPU time (user + sys) is theirs."""
+    profiler = cProfile.Profile(time.process_time) if profile is not None else None
     async with AsyncExitStack() as stack:
         apps = [await stack.enter_async_context(open_reconciler(s)) for s in settings]
+        cpu = time.process_time()
         started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         reports = await asyncio.gather(*(a.reconciler.run_once(watch=False) for a in apps))
+        if profiler is not None:
+            profiler.disable()
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(str(profile))
     return {
         "elapsed_s": elapsed,
+        "cpu_s": cpu,
         "resolved": sum(r.resolved for r in reports),
         "landed": sum(r.landed for r in reports),
         "not_landed": sum(r.not_landed for r in reports),
@@ -244,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--in-flight", type=int, help="batches claimed at once (default: the setting's)")
     p.add_argument("--barrier-s", type=float, help="reconciler_barrier_timeout_s (default: its)")
     p.add_argument("--json", type=Path, help="also write the report to this file")
+    p.add_argument("--profile", type=Path, help="write a cProfile of the pass to this file")
     a = p.parse_args(argv)
     configure_logging("WARNING")
     report = asyncio.run(
@@ -255,6 +278,7 @@ def main(argv: list[str] | None = None) -> None:
             a.batch,
             in_flight=a.in_flight,
             barrier_s=a.barrier_s,
+            profile=a.profile,
         )
     )
     text = json.dumps(report, indent=2)
