@@ -167,9 +167,12 @@ class ProviderPool:
 
     async def _call(self, name: str, call: Callable[[], Awaitable[T]]) -> T | ProviderError:
         policy = self._policy(name)
-        limit = self._limits.setdefault(name, asyncio.Semaphore(policy.concurrency))
+        limit = self._limits.get(name)
+        if limit is None:
+            limit = self._limits[name] = asyncio.Semaphore(policy.concurrency)
         health = self._health_of(name)
-        last: ProviderError = ProviderUnavailableError(f"{name} was not called")
+        # Built only once a try failed: this path runs once per lookup.
+        last: ProviderError | None = None
         for attempt in range(1, policy.attempts + 1):
             try:
                 async with limit:
@@ -186,6 +189,8 @@ class ProviderPool:
                 return result
             if attempt < policy.attempts:
                 await self._sleep(policy.backoff.delay_ms(attempt, self._jitter()) / 1000)
+        if last is None:  # no try was made (attempts >= 1 makes it unreachable)
+            last = ProviderUnavailableError(f"{name} was not called")
         health.failed(self._clock(), policy, self._jitter())
         _log.warning(
             "provider_unavailable", provider=name, error=str(last), failures=health.failures
@@ -193,7 +198,10 @@ class ProviderPool:
         return last
 
     def _health_of(self, name: str) -> ProviderHealth:
-        return self._health.setdefault(name, ProviderHealth())
+        health = self._health.get(name)
+        if health is None:
+            health = self._health[name] = ProviderHealth()
+        return health
 
     def _all(self) -> list[Provider]:
         adapters = list(self._adapters.values())

@@ -48,6 +48,21 @@ from agentledger.views.store import ViewReader
 _log = structlog.get_logger(__name__)
 #: Batches being claimed (leases, end offsets, views) at once by one instance.
 CLAIM_LANES = 2
+#: Runs in a pass's first batch: its lookups start after a short claim, and the batches after
+#: it double up to the batch size while those lookups run.
+FIRST_BATCH = 16
+
+
+def batch_sizes(runs: int, batch: int) -> list[int]:
+    """How ``runs`` are cut into batches: ``FIRST_BATCH`` first, doubling up to ``batch``."""
+    sizes: list[int] = []
+    size = min(batch, FIRST_BATCH)
+    left = runs
+    while left > 0:
+        sizes.append(min(size, left))
+        left -= sizes[-1]
+        size = min(batch, size * 2)
+    return sizes
 
 
 class Reconciler:
@@ -158,11 +173,15 @@ class Reconciler:
         No view is read before the claim: the lease says whether a live writer has the run, and
         the view read behind the barrier says what is due. ``run_concurrency // batch_size``
         batches are in flight at once, but only ``CLAIM_LANES`` of them are being claimed at a
-        time: the first batch's lookups start as soon as its own claim is done, and other
-        instances claiming the same runs meanwhile get a share of them.
+        time: the first (small, see :func:`batch_sizes`) batch's lookups start as soon as its own
+        claim is done, and other instances claiming the same runs meanwhile get a share of them.
         """
         batch = self.settings.reconciler_batch_size
-        chunks = [list(run_ids[i : i + batch]) for i in range(0, len(run_ids), batch)]
+        chunks: list[list[str]] = []
+        start = 0
+        for size in batch_sizes(len(run_ids), batch):
+            chunks.append(list(run_ids[start : start + size]))
+            start += size
         limit = asyncio.Semaphore(max(1, self.settings.reconciler_run_concurrency // batch))
         claiming = asyncio.Semaphore(CLAIM_LANES)
 
@@ -220,7 +239,10 @@ class Reconciler:
             due = self._due(claim.view, None, report)
             if not due:
                 return
-            resolutions = await asyncio.gather(*(self._lookup(i, report) for i in due))
+            if len(due) == 1:  # the common case: no task of its own for the one lookup
+                resolutions = [await self._lookup(due[0], report)]
+            else:
+                resolutions = list(await asyncio.gather(*(self._lookup(i, report) for i in due)))
             plan = plan_run(
                 claim.view,
                 resolutions,
@@ -240,12 +262,14 @@ class Reconciler:
         for intent in view.open_effects():
             if not intent_due(intent, view, lease, now, grace):
                 continue
-            mismatch = condition_key(
-                EFFECT_IDENTITY_MISMATCH.code,
-                run_id=view.run_id,
-                idempotency_key=intent.idempotency_key,
-            )
-            if mismatch in self._muted:
+            if self._muted and (
+                condition_key(
+                    EFFECT_IDENTITY_MISMATCH.code,
+                    run_id=view.run_id,
+                    idempotency_key=intent.idempotency_key,
+                )
+                in self._muted
+            ):
                 continue
             if not self.providers.available(intent.provider):
                 report.backed_off += 1

@@ -127,7 +127,10 @@ def set_outcome(span: trace.Span, outcome: str, *, error: bool = False) -> None:
 
 def inject_traceparent(headers: MutableMapping[str, str]) -> None:
     """Add ``traceparent`` (and ``tracestate``) of the current span to ``headers``."""
-    propagate.inject(headers, context=context.get_current())
+    current = context.get_current()
+    if not current:  # no span, no baggage: nothing to propagate (the reconciler's lookups)
+        return
+    propagate.inject(headers, context=current)
 
 
 def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
