@@ -21,6 +21,7 @@ UnreachableError naming the dependency and the wait.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,18 +192,26 @@ class KafkaEventLog(EventLog):
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
-        await ride_out(
-            lambda: require_topics(self._settings, self.topics.run_topics),
-            dependency="Kafka",
-            endpoint=self._bootstrap,
-            budget_s=self._budget_s,
-        )
-        # The reader's offsets consumer connects beside the producer: a resume needs both.
+        # The producer (InitProducerId needs no topic) connects beside the topics check and
+        # the reader's offsets consumer, which a resume needs too: a fresh process's first
+        # resume waits for the slower of the two, not for their sum. The reader connects only
+        # once the topics are known to exist (else aiokafka logs every missing one).
         opening = asyncio.ensure_future(self._open_producer())
         try:
+            await ride_out(
+                lambda: require_topics(self._settings, self.topics.run_topics),
+                dependency="Kafka",
+                endpoint=self._bootstrap,
+                budget_s=self._budget_s,
+            )
             await self._reader.warm()
-        finally:
-            self._producer = await opening
+        except BaseException:
+            # the check's (or the reader's) error is the one to tell; a producer that started
+            # anyway is kept for stop() to close
+            with contextlib.suppress(Exception):
+                self._producer = await opening
+            raise
+        self._producer = await opening
         self._loop_task = asyncio.get_running_loop().create_task(
             self._commit_loop(), name=f"group-commit:{self._transactional_id}"
         )
