@@ -291,10 +291,12 @@ async def resume(
     """Reopen the crashed run in this fresh process; time until it is ready for step N+1."""
     peer_cls = load(name)  # library imports are done before the clock starts
     start = time.perf_counter()
+    cpu = time.process_time()
     peer = peer_cls(env, "resume", fresh=False)
 
     async def probe(done: int) -> None:
         ready = time.perf_counter()
+        cpu_s = time.process_time() - cpu
         if done < steps:  # a replaying peer (DBOS) walks the recorded steps first
             return
         if done != steps:
@@ -304,6 +306,9 @@ async def resume(
                 out,
                 {
                     "resume_s": ready - start,
+                    # this process's CPU over the same span (every thread): what the resume
+                    # costs on a busy machine, where the wall time mostly waits for a core
+                    "cpu_s": cpu_s,
                     "process_s": time.time() - spawned_at,
                     "detail": peer.resume_detail,
                 },

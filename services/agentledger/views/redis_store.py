@@ -32,6 +32,7 @@ from agentledger.redisclient import (
 from agentledger.settings import CommonSettings
 from agentledger.views.keys import (
     BORN_FIELD,
+    RUN_PARTS,
     STATUSES,
     Group,
     Keys,
@@ -291,12 +292,12 @@ class RedisViewStore(ViewStore):
 
     @translated
     async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
-        """See :meth:`ViewStore.load_runs` (one script call per run, all pipelined)."""
+        """See :meth:`ViewStore.load_runs`: the runs' four hashes in one MULTI/EXEC (a script
+        per run, pipelined, on a Redis Cluster, whose transactions cannot span slots)."""
         space = self._keys.space(namespace)
-        raw = await self._run_pipeline([(LOAD_RUN, space.run_keys(r), []) for r in run_ids])
         found: dict[str, StoredRun] = {}
-        for run_id, parts in zip(run_ids, raw, strict=True):
-            run_hash, steps, effects, parked = (pairs(p) for p in parts)
+        for run_id, parts in zip(run_ids, await self._load_hashes(space, run_ids), strict=True):
+            run_hash, steps, effects, parked = parts
             token = token_of(run_hash)
             if token is None:
                 continue
@@ -307,6 +308,28 @@ class RedisViewStore(ViewStore):
             loaded = {k.decode(): v for k, v in run_hash.items()}
             self._remember((namespace, run_id), token, loaded)
         return found
+
+    async def _load_hashes(
+        self, space: SpaceKeys, run_ids: Sequence[str]
+    ) -> list[list[dict[bytes, bytes]]]:
+        """The run, steps, effects and parked hashes of each run, each run's read atomically.
+
+        HGETALL inside MULTI/EXEC is read as the script reads it (no write of the projector
+        falls between the four), without copying a 1,000-step view through Lua tables first:
+        half the server's time for a large view.
+        """
+        if is_cluster(self._redis):
+            raw = await self._run_pipeline([(LOAD_RUN, space.run_keys(r), []) for r in run_ids])
+            return [[pairs(p) for p in parts] for parts in raw]
+        if not run_ids:
+            return []
+        pipe = self._redis.pipeline(transaction=True)
+        for run_id in run_ids:
+            for key in space.run_keys(run_id):
+                pipe.hgetall(key)
+        replies = list(await pipe.execute())
+        n = len(RUN_PARTS)
+        return [replies[i : i + n] for i in range(0, len(replies), n)]
 
     def _decode_parked(self, value: bytes) -> RunEvent:
         event = self._codec.decode(value)
