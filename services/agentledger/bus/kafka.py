@@ -207,9 +207,9 @@ class KafkaEventLog(EventLog):
             await self._reader.warm()
         except BaseException:
             # the check's (or the reader's) error is the one to tell; a producer that started
-            # anyway is kept for stop() to close
+            # anyway is closed here (a failed __aenter__ gets no __aexit__)
             with contextlib.suppress(Exception):
-                self._producer = await opening
+                await stop_client(await opening)
             raise
         self._producer = await opening
         self._loop_task = asyncio.get_running_loop().create_task(
