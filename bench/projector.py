@@ -8,8 +8,9 @@ topics, in one run:
   transactions) are published; then ``--instances`` projector processes (faust workers, one
   consumer group) are started and the figure is events applied per second by all of them
   together, from the first applied batch to the last;
-- the same topics are rebuilt in this process into a fresh namespace (``views rebuild``'s
-  code path): rebuild events/s;
+- the same topics are rebuilt into a fresh namespace as ``views rebuild`` does (in
+  ``--rebuild-workers`` processes, 0 = one per core): rebuild events/s and the CPU time (user +
+  system, of every process that folded) per record;
 - under a steady load of ``--lag-rate`` runs/s (default 1,000: 8,000 events/s) for
   ``--lag-seconds`` while the projector runs, each run's end-to-end lag: its last transaction
   acknowledged -> its view complete in Redis (polled every 2 ms), p50/p99, beside the rate the
@@ -43,6 +44,7 @@ from aiokafka import AIOKafkaConsumer
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.cli import configure_logging
 from agentledger.events.topics import topic_names
+from agentledger.projector.commands import replayer_for
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.rebuild import replay_into_new_namespace
 from agentledger.projector.settings import ProjectorSettings
@@ -53,6 +55,7 @@ from agentledger.projector.testing import (
     settings_env,
     until,
 )
+from agentledger.projector.workers import worker_count
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
@@ -242,6 +245,7 @@ async def bench(
     *,
     rebuild_only: bool = False,
     instances: int = 1,
+    rebuild_workers: int = 0,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
     no lag, no faust floor — for rebuilds of millions of events)."""
@@ -279,13 +283,17 @@ async def bench(
             ) as store,
             KafkaLogReader(base.kafka_bootstrap) as reader,
         ):
+            rebuilding = settings.model_copy(update={"rebuild_workers": rebuild_workers})
             replay = await replay_into_new_namespace(
                 store,
                 reader,
                 topic_names(settings).run_topics,
                 partitions=settings.run_partitions,
                 on_progress=lambda p: sys.stderr.write(p.line() + "\n"),
+                replayer=replayer_for(rebuilding),
             )
+            rebuild_load = os.getloadavg()[0]
+            await store.drop_namespace(replay.namespace)
         kafka_floor = await _kafka_floor(settings, total)
         redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
         faust_floor = 0.0 if rebuild_only else await _faust_floor(settings, total)
@@ -300,6 +308,10 @@ async def bench(
             "records": replay.records,
             "seconds": round(replay.seconds, 3),
             "events_per_s": round(replay.events_per_second, 1),
+            "workers": worker_count(rebuilding, settings.run_partitions),
+            # user + system CPU of the processes that folded (the parent's included), per record
+            "cpu_us_per_record": round(replay.cpu_s / max(1, replay.records) * 1e6, 1),
+            "load_avg_1m_at_end": round(rebuild_load, 2),
         },
         "end_to_end": lag,
         "floor": {
@@ -404,6 +416,12 @@ def main(argv: list[str] | None = None) -> None:
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
     )
     p.add_argument("--instances", type=int, default=1, help="projector processes in the group")
+    p.add_argument(
+        "--rebuild-workers",
+        type=int,
+        default=0,
+        help="processes the rebuild folds in (AGENTLEDGER_REBUILD_WORKERS; 0 = one per core)",
+    )
     p.add_argument("--json", type=Path, help="also write the report to this file")
     a = p.parse_args(argv)
     configure_logging("WARNING")
@@ -414,6 +432,7 @@ def main(argv: list[str] | None = None) -> None:
             a.lag_seconds,
             rebuild_only=a.rebuild_only,
             instances=a.instances,
+            rebuild_workers=a.rebuild_workers,
         )
     )
     text = json.dumps(report, indent=2)
