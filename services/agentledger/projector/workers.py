@@ -32,7 +32,9 @@ from agentledger.errors import ConfigurationError, RebuildWorkerError
 from agentledger.events.codec import EventCodec
 from agentledger.logdefaults import configure_logging
 from agentledger.projector.bulk import BulkCounts, Progress, Replayer, Teller, fold_ranges
+from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.settings import ProjectorSettings
+from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import TopicPartition
 
 log = structlog.get_logger(__name__)
@@ -208,10 +210,6 @@ def _exit_when_orphaned() -> None:
 
 
 async def _fold_share(settings: ProjectorSettings, spec: dict[str, Any]) -> BulkCounts:
-    # heavy imports (Kafka and Redis clients) only in the child
-    from agentledger.projector.kafka import KafkaLogReader  # noqa: PLC0415
-    from agentledger.views.redis_store import RedisViewStore  # noqa: PLC0415
-
     if settings.redis_url is None or settings.kafka_bootstrap is None:
         msg = "a rebuild worker needs AGENTLEDGER_REDIS_URL and AGENTLEDGER_KAFKA_BOOTSTRAP"
         raise ConfigurationError(msg)
@@ -262,6 +260,11 @@ def main() -> None:
     threading.Thread(target=_exit_when_orphaned, daemon=True).start()
     settings = ProjectorSettings()
     configure_logging(settings.log_level)
+    # a share's runs stay in memory until written: the default collector would traverse them
+    # again and again (see tune_collector)
+    from agentledger.projector.runtime import tune_collector  # noqa: PLC0415 - child only
+
+    tune_collector()
     try:
         counts = asyncio.run(_fold_share(settings, spec))
     except Exception as e:  # noqa: BLE001 - the child's outermost loop: one line to the parent
