@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from agentledger.redaction import DEFAULT_REDACTOR, Redactor, Rule, card_like, luhn_ok
 from agentledger.redaction.cards import card_spans
-from agentledger.redaction.rules import card_numbers
+from agentledger.redaction.rules import _cards_in, card_numbers
 from agentledger.redaction.scan import Work
 
 ALNUM = string.ascii_letters + string.digits
@@ -236,6 +236,35 @@ def test_a_rules_hint_is_found_wherever_its_anchor_matches(text: str) -> None:
             continue
         searched = text.lower() if rule.hint_folds else text
         assert rule.hint.search(searched) is not None, (rule.name, text)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(HINT_PIECES), max_size=8).map("".join))
+def test_a_rules_hint_words_are_in_every_text_its_hint_is_found_in(text: str) -> None:
+    """A rule's hint words (looked for with ``in``) are found wherever its hint is, so they
+    pass over no text the hint would have scanned."""
+    for rule in DEFAULT_REDACTOR.rules:
+        if rule.hint is None or not rule.hint_words:
+            continue
+        if rule.hint_folds and not text.isascii():
+            continue
+        searched = text.lower() if rule.hint_folds else text
+        if rule.hint.search(searched) is not None:
+            assert any(word in searched for word in rule.hint_words), (rule.name, text)
+
+
+CARD_PIECES = [
+    "4111 1111 1111 1111", "4111-1111-1111-1111", "378282246310005", "0", "12", "1234",
+    " ", ".", "-", "  ", "a", "f", "\u00a0", "\u0663", "x",
+]  # fmt: skip
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(CARD_PIECES), max_size=10).map("".join))
+def test_card_numbers_in_ascii_text_are_the_ones_a_whole_text_scan_finds(text: str) -> None:
+    """Searching only the stretches of digits and separators of an ASCII text finds exactly the
+    cards that scanning the whole text finds."""
+    assert list(card_numbers(text, Work())) == list(_cards_in(text, 0, Work()))
 
 
 def test_a_remembered_short_text_is_counted_each_time_it_is_masked() -> None:

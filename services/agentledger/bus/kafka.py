@@ -361,20 +361,41 @@ class KafkaEventLog(EventLog):
     async def _watched(self, live: list[_Pending], waited_for: set[Outage]) -> None:
         """``_commit_once``, saying so when it waits on brokers none of which accepts a
         connection: aiokafka waits a restarting broker out inside its calls, which then neither
-        fail nor log, so the wait would show nowhere (no log line, no gauge)."""
+        fail nor log, so the wait would show nowhere (no log line, no gauge).
+
+        The commit runs in the loop's own task; one timer, cancelled when it returns, starts the
+        probing only if it is still in flight after STALL_CHECK_S (a task and a wait per commit
+        cost more than the commit's own bookkeeping)."""
         began = time.monotonic()
-        attempt = asyncio.ensure_future(self._commit_once(live))
+        loop = asyncio.get_running_loop()
+        probing: list[asyncio.Task[None]] = []
+
+        def stalled() -> None:
+            probing.append(
+                loop.create_task(
+                    self._probe_while_stalled(began, waited_for),
+                    name=f"stall-probe:{self._transactional_id}",
+                )
+            )
+
+        timer = loop.call_later(STALL_CHECK_S, stalled)
         try:
-            while not (await asyncio.wait({attempt}, timeout=STALL_CHECK_S))[0]:
-                if not await any_broker_listening(self._bootstrap):
-                    outage = outage_of("Kafka", self._bootstrap)
-                    waited_for.add(outage)
-                    error = OSError("no broker accepts connections; a commit waits for one")
-                    outage.failed(error, self._budget_s, since=began)
+            await self._commit_once(live)
         finally:
-            if not attempt.done():  # the commit loop itself is being cancelled
-                await stop_task(attempt)
-        attempt.result()
+            timer.cancel()
+            for task in probing:
+                await stop_task(task)
+
+    async def _probe_while_stalled(self, began: float, waited_for: set[Outage]) -> None:
+        """Every STALL_CHECK_S while a commit is in flight: open the Kafka outage (dated from
+        the commit's start) when no bootstrap server accepts a connection."""
+        while True:
+            if not await any_broker_listening(self._bootstrap):
+                outage = outage_of("Kafka", self._bootstrap)
+                waited_for.add(outage)
+                error = OSError("no broker accepts connections; a commit waits for one")
+                outage.failed(error, self._budget_s, since=began)
+            await asyncio.sleep(STALL_CHECK_S)
 
     def _endpoint_of(self, retry: _Retry) -> str:
         endpoint = getattr(retry.error, "endpoint", None)

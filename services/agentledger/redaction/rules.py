@@ -42,6 +42,9 @@ class Rule:
     #: what IGNORECASE compares; other text is scanned without the hint).
     hint: re.Pattern[str] | None = None
     hint_folds: bool = False
+    #: Plain strings one of which is in every text the hint is found in: looked for with ``in``
+    #: instead of the hint's search (a search of an alternation pays an attempt per character).
+    hint_words: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -58,9 +61,10 @@ class Rule:
         tail: tuple[Step, ...] = (),
         hint: str | None = None,
         hint_folds: bool = False,
+        hint_words: tuple[str, ...] | None = None,
     ) -> Rule:
         """Build a rule from regular expression strings (``anchor`` and a hint that does not
-        fold take the same ``flags``)."""
+        fold take the same ``flags``). A hint that is a plain word is its own ``hint_words``."""
         start = None if anchor is None else re.compile(anchor, flags)
         hinted = None if hint is None else re.compile(hint, 0 if hint_folds else flags)
         return cls(
@@ -74,6 +78,11 @@ class Rule:
             tail,
             hint=hinted,
             hint_folds=hint_folds,
+            hint_words=(
+                hint_words
+                if hint_words is not None
+                else _words_of(hint, folds=hint_folds or not flags & re.IGNORECASE)
+            ),
         )
 
     def find(self, text: str, work: Work) -> Iterator[Span]:
@@ -103,6 +112,8 @@ class Rule:
                 return True
             text = text.lower()
         work.linear(len(text))
+        if self.hint_words:
+            return any(word in text for word in self.hint_words)
         return self.hint.search(text) is not None
 
     def _attempt(self, text: str, work: Work, pos: int) -> Hit | None:
@@ -126,6 +137,17 @@ class Rule:
         if self.spans is None:
             return [(begin, end)]
         return [(begin + a, begin + b) for a, b in self.spans(secret)]
+
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_\-]+")
+
+
+def _words_of(hint: str | None, *, folds: bool) -> tuple[str, ...]:
+    """``(hint,)`` for a hint that is a plain word (letters, digits, ``_``, ``-``) searched as
+    written (``folds``: in lower-cased text, or without IGNORECASE), else ()."""
+    if hint is None or not folds or not _PLAIN_WORD.fullmatch(hint):
+        return ()
+    return (hint,)
 
 
 def custom(name: str, finder: Finder) -> Rule:
@@ -156,6 +178,9 @@ def _pem_end(text: str, pos: int, work: Work) -> int:
 
 def private_keys(text: str, work: Work) -> Iterator[Span]:
     """PEM private key blocks, header to footer (or to the end of a cut-off text)."""
+    if "-----BEGIN" not in text:  # the anchor, found at C speed
+        work.linear(len(text))
+        return
 
     def attempt(pos: int) -> Hit | None:
         work.bounded(min(_PEM_WINDOW, len(text) - pos))
@@ -175,6 +200,9 @@ _USERINFO = Run(r"^\s/?#")
 def url_passwords(text: str, work: Work) -> Iterator[Span]:
     """The password of ``scheme://user:password@host``: after the first ``:`` of the userinfo
     (the user has neither ``:`` nor ``@``), up to its last ``@``."""
+    if "://" not in text:  # the anchor, found at C speed
+        work.linear(len(text))
+        return
 
     def attempt(pos: int) -> Hit | None:
         if pos == 0 or not _SCHEME_CHAR.fullmatch(text[pos - 1]):
@@ -206,9 +234,39 @@ _CARD_MIN_DIGITS = 13
 _CARD_START = re.compile(rf"(?<!\d)\d(?:[{_CARD_SEPARATORS}]{{0,2}}+\d){{{_CARD_MIN_DIGITS - 1}}}")
 
 
+#: ASCII text: digits and the ASCII separators read as ``0``, every other byte as ``x``: a card
+#: needs 13 of them in a row, which one C-speed search finds (the regular expression above pays
+#: an attempt at every digit, and text such as hex ids is mostly digits).
+_CARD_BYTES = bytes(48 if chr(b).isdigit() or chr(b) in " .-" else 120 for b in range(256))
+_CARD_WINDOW = b"0" * _CARD_MIN_DIGITS
+
+
 def card_numbers(text: str, work: Work) -> Iterator[Span]:
     """Card numbers in a run of digit groups (separated by up to two spaces, no-break spaces,
-    dots or dashes); :func:`card_spans` finds the card in the run."""
+    dots or dashes); :func:`card_spans` finds the card in the run.
+
+    In ASCII text only the stretches of 13 or more digits and separators are searched: a card
+    lies within one, and the searches below match the same there as in the whole text (they read
+    digits and separators only, and a stretch has neither just before nor just after it)."""
+    if not text.isascii():
+        yield from _cards_in(text, 0, work)
+        return
+    classes = text.encode("ascii").translate(_CARD_BYTES)
+    work.linear(len(text))
+    pos = 0
+    while True:
+        start = classes.find(_CARD_WINDOW, pos)
+        if start < 0:
+            return
+        end = classes.find(b"x", start)
+        end = len(text) if end < 0 else end
+        work.linear(end - start)
+        yield from _cards_in(text[start:end], start, work)
+        pos = end
+
+
+def _cards_in(text: str, base: int, work: Work) -> Iterator[Span]:
+    """The card spans of ``text`` (offset by ``base``)."""
     pos = 0
     while True:
         found = _CARD_START.search(text, pos)
@@ -220,7 +278,7 @@ def card_numbers(text: str, work: Work) -> Iterator[Span]:
         if run is None:  # the search matched a digit there, so the run always matches
             return
         work.linear(found.end() - pos + 2 * (run.end() - start) + 3)  # the search, the run
-        yield from ((start + a, start + b) for a, b in card_spans(run.group()))
+        yield from ((base + start + a, base + start + b) for a, b in card_spans(run.group()))
         pos = run.end()
 
 
@@ -239,6 +297,7 @@ def _token(
     chars: str | None = _ALNUM,
     *,
     hint: str | None = None,
+    hint_words: tuple[str, ...] | None = None,
 ) -> Rule:
     """``prefix`` (not glued to a letter or digit on its left) and at least ``least`` of
     ``body``; the tail reads the rest of the run of ``chars`` (None: exactly ``least``).
@@ -250,6 +309,7 @@ def _token(
         window=WINDOW + least,
         tail=() if chars is None else (Run(chars),),
         hint=prefix if hint is None else hint,
+        hint_words=hint_words,
     )
 
 
@@ -296,7 +356,14 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         window=512,
         tail=(Run(_TOKEN, 5), Lit("."), Run(_TOKEN)),
     ),
-    _token("stripe_key", "(?:sk|rk|pk)_(?:live|test)_", _ALNUM, 10, hint="_(?:live|test)_"),
+    _token(
+        "stripe_key",
+        "(?:sk|rk|pk)_(?:live|test)_",
+        _ALNUM,
+        10,
+        hint="_(?:live|test)_",
+        hint_words=("_live_", "_test_"),
+    ),
     _token("stripe_webhook_secret", "whsec_", _ALNUM + "+/=", 20, _ALNUM + "+/="),
     _token("openai_key", "sk-", _TOKEN, 20, _TOKEN),
     Rule.of(
@@ -304,6 +371,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}",
         anchor=_LEFT + "(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)",
         hint="(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)",
+        hint_words=("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA"),
     ),
     Rule.of(
         "aws_secret_access_key",
@@ -314,15 +382,29 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         hint_folds=True,
         window=100,
     ),
-    _token("github_token", "gh[pousr]_", _ALNUM, 30),
+    _token(
+        "github_token",
+        "gh[pousr]_",
+        _ALNUM,
+        30,
+        hint_words=("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ),
     _token("github_token", "github_pat_", _ALNUM + "_", 22, _ALNUM + "_"),
-    _token("slack_token", "xox[abposr]-", _ALNUM + "\\-", 10, _ALNUM + "\\-"),
+    _token(
+        "slack_token",
+        "xox[abposr]-",
+        _ALNUM + "\\-",
+        10,
+        _ALNUM + "\\-",
+        hint_words=("xoxa-", "xoxb-", "xoxp-", "xoxo-", "xoxs-", "xoxr-"),
+    ),
     _token(
         "slack_webhook",
         r"https://hooks\.slack\.com/services/",
         "A-Za-z0-9/_\\-",
         1,
         "A-Za-z0-9/_\\-",
+        hint_words=("https://hooks.slack.com/services/",),
     ),
     _token("google_api_key", "AIza", _TOKEN, 35, None),
     _token("npm_token", "npm_", _ALNUM, 30),
@@ -335,6 +417,8 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         anchor=rf"(?:(?<![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z]))(?i:{_WORDS})",
         hint=_WORDS,
         hint_folds=True,
+        # what every branch of _WORDS begins with
+        hint_words=("pass", "pwd", "secret", "token", "api", "access", "private", "credential"),
         window=320,
         tail=(Run(r"^\s\"'&,;<>\\"),),
     ),
