@@ -17,6 +17,15 @@ from agentledger.redaction import redacted_url
 if TYPE_CHECKING:
     from agentledger.settings import CommonSettings
 
+try:
+    from redis.driver_info import DriverInfo
+except ImportError:  # redis < 7 names no driver on its connections
+    _DRIVER: dict[str, Any] = {}
+else:
+    # Built once: left to redis-py, every new connection reads the package's version from its
+    # installed metadata (a scan of site-packages, about 5 ms: a pool of 64 paid 0.3 s).
+    _DRIVER = {"driver_info": DriverInfo()}
+
 SOCKET_TIMEOUT_S = 5.0
 DEFAULT_MAX_CONNECTIONS = 64
 DEFAULT_POOL_WAIT_S = 30.0
@@ -142,6 +151,7 @@ def redis_client(url: str, *, settings: CommonSettings | None) -> Redis:
         Redis.from_url(
             url,
             **redis_options(settings, url),
+            **_DRIVER,
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             socket_timeout=SOCKET_TIMEOUT_S,
         )
@@ -206,6 +216,7 @@ def pooled_client(
     pool = BlockingConnectionPool.from_url(
         url,
         **redis_options(settings, url),
+        **_DRIVER,
         max_connections=max_connections,
         timeout=wait_s,
         socket_connect_timeout=SOCKET_TIMEOUT_S,

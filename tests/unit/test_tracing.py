@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -89,3 +92,45 @@ def test_tracing_is_off_unless_an_exporter_is_named() -> None:
     assert not configure_tracing(disabled, "x")
     with pytest.raises(ConfigurationError, match="OTEL_TRACES_EXPORTER"):
         configure_tracing(TracingSettings.model_construct(traces_exporter="zipkin"), "x")
+
+
+NO_PROVIDER_SCRIPT = """
+import asyncio, json
+from agentledger.cli import configure_logging
+from agentledger.telemetry.tracing import inject_traceparent
+from agentledger.testing import LedgerEnvironment
+from agentledger.worker import RunSpec
+
+async def main():
+    seen = []
+
+    async def noted():
+        headers = {}
+        inject_traceparent(headers)
+        seen.append(headers.get("traceparent"))
+        return 1
+
+    async def body(step):
+        await noted()
+        await step.activity("model", noted)
+        return 2
+
+    async with LedgerEnvironment() as env:
+        async with env.ledger().run(RunSpec(run_id="run-7", agent="a", plan=["s"])) as run:
+            await run.step("s", body)
+    print(json.dumps(seen))
+
+configure_logging("WARNING")
+asyncio.run(main())
+"""
+
+
+def test_without_a_tracer_provider_steps_carry_the_runs_trace_context() -> None:
+    """With no tracer provider set (a fresh process), what a step and an activity send names
+    the run's derived trace and root span, as the spans a provider would record would."""
+    out = subprocess.run(
+        [sys.executable, "-c", NO_PROVIDER_SCRIPT], capture_output=True, text=True, check=True
+    )
+    parents = json.loads(out.stdout.strip().splitlines()[-1])
+    root = run_root("run-7")
+    assert parents == [f"00-{root.trace_id:032x}-{root.span_id:016x}-01"] * 2

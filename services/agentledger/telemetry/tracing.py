@@ -43,6 +43,12 @@ def run_root(run_id: str) -> SpanContext:
     )
 
 
+def _nothing_records() -> bool:
+    """True while no tracer provider is set (by code or OTEL_PYTHON_TRACER_PROVIDER): every
+    span is then a no-op carrying its parent's context."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def _tracer() -> trace.Tracer:
     return trace.get_tracer(TRACER)
 
@@ -80,7 +86,13 @@ def child_span(
     An exception ending the span sets ``agentledger.outcome`` from its type (``unknown``,
     ``failed``, ``paused`` …; ``crashed`` for a kill or a cancellation).
     """
-    current = trace.get_current_span().get_span_context()
+    parent = trace.get_current_span()
+    current = parent.get_span_context()
+    if current.is_valid and _nothing_records():
+        # Without a tracer provider the child would be a non-recording span of this very
+        # context: handing out the current span is the same, without the context switches.
+        yield parent
+        return
     ctx = (
         None if current.is_valid else trace.set_span_in_context(NonRecordingSpan(run_root(run_id)))
     )
