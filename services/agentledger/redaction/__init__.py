@@ -160,10 +160,14 @@ class Redactor:
         them) and the work the scan took."""
         work = Work()
         found: list[tuple[int, int, int]] = []
+        lowered = value.lower() if value.isascii() else None  # once for every folding hint
         for index, rule in enumerate(self.rules):
-            found.extend(
-                (begin, end, index) for begin, end in rule.find(value, work) if end > begin
-            )
+            if rule.may_hold(value, lowered, work):
+                found.extend(
+                    (begin, end, index)
+                    for begin, end in rule.find_anywhere(value, work)
+                    if end > begin
+                )
         spans: list[tuple[int, int, str]] = []
         for begin, end, index in sorted(found):
             if spans and begin < spans[-1][1]:

@@ -87,11 +87,13 @@ class Rule:
 
     def find(self, text: str, work: Work) -> Iterator[Span]:
         """The spans of ``text`` this rule masks, in order."""
-        if not self._hinted(text, work):
+        lowered = text.lower() if self.hint_folds and text.isascii() else None
+        if not self.may_hold(text, lowered, work):
             return iter(())
-        return self._find(text, work)
+        return self.find_anywhere(text, work)
 
-    def _find(self, text: str, work: Work) -> Iterator[Span]:
+    def find_anywhere(self, text: str, work: Work) -> Iterator[Span]:
+        """:meth:`find` without the hint's check (the caller made it: :meth:`may_hold`)."""
         if self.finder is not None:
             yield from self.finder(text, work)
         elif self.anchor is None:
@@ -103,17 +105,21 @@ class Rule:
         else:
             yield from drive(self.anchor, text, work, partial(self._attempt, text, work))
 
-    def _hinted(self, text: str, work: Work) -> bool:
-        """False when the hint proves ``text`` holds nothing of this rule."""
+    def may_hold(self, text: str, lowered: str | None, work: Work) -> bool:
+        """False when the hint proves ``text`` holds nothing of this rule; ``lowered`` is the
+        text lower-cased when it is ASCII (None otherwise), shared by every rule of a scan."""
         if self.hint is None:
             return True
         if self.hint_folds:
-            if not text.isascii():
+            if lowered is None:
                 return True
-            text = text.lower()
+            text = lowered
         work.linear(len(text))
         if self.hint_words:
-            return any(word in text for word in self.hint_words)
+            for word in self.hint_words:  # noqa: SIM110 - no generator per call: a hot path
+                if word in text:
+                    return True
+            return False
         return self.hint.search(text) is not None
 
     def _attempt(self, text: str, work: Work, pos: int) -> Hit | None:
