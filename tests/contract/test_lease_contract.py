@@ -285,6 +285,15 @@ async def test_same_fence_different_owner_is_stale(env: LeaseEnv) -> None:
     assert await env.store.stale({run: Holder(lease.fence, "w-1")}) == set()
 
 
+async def test_same_fence_different_owner_is_stale_among_many_runs(env: LeaseEnv) -> None:
+    """Asked about many runs in one call (a group commit), a claim of a live fence by another
+    owner is stale and the holders' claims are live."""
+    runs = [run_id() for _ in range(4)]
+    leases = [await env.store.acquire(run, "w-1", LONG) for run in runs]
+    claims = {x.run_id: Holder(x.fence, "w-2" if i % 2 else "w-1") for i, x in enumerate(leases)}
+    assert await env.store.stale(claims) == {runs[1], runs[3]}
+
+
 def step(run: str, fence: int, worker: str) -> StepStarted:
     """A run event written by ``worker`` under ``fence``."""
     return StepStarted(

@@ -18,7 +18,7 @@ from agentledger.errors import (
 )
 from agentledger.leases import Lease, LeaseStore
 from agentledger.leasing import scripts
-from agentledger.redisclient import redacted, redis_client, riding_out
+from agentledger.redisclient import is_cluster, redacted, redis_client, riding_out
 from agentledger.settings import CommonSettings
 
 T = TypeVar("T")
@@ -70,6 +70,8 @@ class RedisLeaseStore(LeaseStore):
         self._owns_client = owns_client
         self._closed = False
         self._shas: dict[str, str] = {}
+        # A cluster spreads the runs' keys over slots: one script cannot read them all.
+        self._cluster = is_cluster(client)
 
     @classmethod
     def from_settings(cls, settings: CommonSettings) -> RedisLeaseStore:
@@ -191,6 +193,12 @@ class RedisLeaseStore(LeaseStore):
             if len(runs) == 1:  # one writer's commit: a plain call costs less than a pipeline
                 fence, owner = claims[runs[0]]
                 return [await self._client.evalsha(sha, 1, self.key(runs[0]), fence, owner)]
+            if not self._cluster:  # one script for every run (a pipeline parses each reply)
+                many = await self._sha(scripts.STALE_MANY)
+                args = [x for run_id in runs for x in claims[run_id]]
+                keys = [self.key(run_id) for run_id in runs]
+                replies: list[Any] = await self._client.evalsha(many, len(keys), *keys, *args)
+                return replies
             pipe = self._client.pipeline(transaction=False)
             for run_id in runs:
                 # cluster pipelines block .evalsha; the raw command is routed by its key

@@ -74,3 +74,21 @@ end
 return 1
 """
 )
+
+#: KEYS: the lease keys of many runs (one Redis, not a cluster); ARGV: fence, owner of each in
+#: turn -> one 1 (stale) or 0 per key, as STALE says for it: one call for a group commit's runs.
+STALE_MANY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for i, key in ipairs(KEYS) do
+  local held = redis.call('HMGET', key, 'owner', 'fence', 'expires_at')
+  local owner = held[1] or ''
+  local fence = tonumber(held[2] or '0')
+  local expires = tonumber(held[3] or '0')
+  local live = owner ~= '' and expires > now and fence == tonumber(ARGV[2 * i - 1])
+    and owner == ARGV[2 * i]
+  out[i] = live and 0 or 1
+end
+return out
+"""
