@@ -15,6 +15,7 @@ import fastavro
 import pydantic
 
 from agentledger.errors import DecodeError, UnknownSchemaError
+from agentledger.events.avro_fast import DOUBTS, Reader, compile_reader
 from agentledger.events.models import EVENT_BY_NAME, Event
 from agentledger.events.schemas import SchemaSet, default_schema_set
 
@@ -22,15 +23,40 @@ MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
 
 
+_READERS: dict[tuple[type[Event], bytes], Reader | None] = {}
+
+
+def _reader(model: type[Event], fp: bytes, schema: dict[str, Any]) -> Reader | None:
+    """The fast reader of ``model`` records written with ``schema``, compiled once per process
+    (the fingerprint covers the field names, types and order: all the reader depends on)."""
+    key = (model, fp)
+    if key not in _READERS:
+        _READERS[key] = compile_reader(model, schema, HEADER_LEN)
+    return _READERS[key]
+
+
 class EventCodec:
     """Encodes events with the current schemas and decodes records of any known schema."""
 
-    def __init__(self, schemas: SchemaSet | None = None) -> None:
+    def __init__(self, schemas: SchemaSet | None = None, *, fast: bool = True) -> None:
+        """``fast=False`` decodes every record the full way (fastavro, then pydantic): tests
+        compare the two paths."""
         self._schemas = schemas or default_schema_set()
         missing = set(EVENT_BY_NAME) - set(self._schemas.current)
         if missing:
             msg = f"no Avro schema for events {sorted(missing)} in schemas/"
             raise DecodeError(msg)
+        # records written with a current schema (nearly all) take a generated reader that
+        # answers only when it is sure, else the full path below decides (see avro_fast)
+        self._fast: dict[bytes, Reader] = {}
+        for name, fp in self._schemas.current_fingerprints.items() if fast else ():
+            model = EVENT_BY_NAME.get(name)
+            known = self._schemas.writers.get(fp)
+            if model is None or known is None or known[1] is not self._schemas.current[name]:
+                continue
+            reader = _reader(model, fp, known[1])
+            if reader is not None:
+                self._fast[fp] = reader
 
     @property
     def schemas(self) -> SchemaSet:
@@ -64,6 +90,16 @@ class EventCodec:
                 **where,
             )
         fp = bytes(data[2:HEADER_LEN])
+        fast = self._fast.get(fp) if type(data) is bytes else None
+        if fast is not None:
+            try:
+                found = fast(data)
+            except DOUBTS:
+                pass  # not a record the fast reader vouches for: the full path decides
+            else:
+                if isinstance(found, Event):
+                    return found
+                return self._validated(EVENT_BY_NAME[self._schemas.writers[fp][0]], found, where)
         known = self._schemas.writers.get(fp)
         if known is None:
             raise UnknownSchemaError(
@@ -83,7 +119,12 @@ class EventCodec:
             raise DecodeError(f"corrupt {name} body: {type(e).__name__}: {e}", **where) from e
         if not isinstance(record, dict):
             raise DecodeError(f"{name} body is not a record", **where)
+        return self._validated(model, record, where)
+
+    @staticmethod
+    def _validated(model: type[Event], record: dict[str, Any], where: dict[str, Any]) -> Event:
         try:
             return model.model_validate(record)
         except pydantic.ValidationError as e:
-            raise DecodeError(f"{name} failed validation: {e.errors()[0]['msg']}", **where) from e
+            msg = f"{model.__name__} failed validation: {e.errors()[0]['msg']}"
+            raise DecodeError(msg, **where) from e

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentledger.events.models import (
+    EVENT_TYPES,
     FINISHED_STATUSES,
     AcceptanceEvaluated,
     ActivityRecorded,
@@ -56,6 +59,14 @@ AFTER_FINISH: tuple[type[RunEvent], ...] = (EffectReconciled, EffectCompensated)
 #: (same content) from a second, different event written at that seq.
 RECENT_DIGESTS = 16
 
+_UNDIGESTED: set[str] = {"event_id", "occurred_at"}  # what event_digest leaves out
+_DIGEST_PREFIX: dict[type[RunEvent], bytes] = {
+    kind: f"{kind.__name__}:".encode()
+    for kind in EVENT_TYPES
+    if issubclass(kind, RunEvent)
+}
+#: The view fields every applied event sets (besides fence_since_seq when the fence rises).
+_ENVELOPE = frozenset({"applied_seq", "fence", "worker_id", "updated_at"})
 _FINDING_STATE = {"LANDED": "landed", "NOT_LANDED": "not_landed", "UNKNOWN": "unknown"}
 _RESOLVED_STATES = frozenset({"succeeded", "failed", "landed", "compensated"})
 
@@ -75,8 +86,12 @@ class Admission(Enum):
 def event_digest(event: RunEvent) -> str:
     """A short digest of what ``event`` says: its type, envelope and fields, but not its id or
     time (a writer that sends an event again after an unknown outcome may stamp new ones)."""
-    body = event.model_dump_json(exclude={"event_id", "occurred_at"})
-    return hashlib.sha256(f"{type(event).__name__}:{body}".encode()).hexdigest()[:16]
+    # the bytes of f"{name}:{event.model_dump_json(exclude=...)}", without model_dump_json's
+    # wrapper and the text round trip (a stored view keeps digests: never change what is hashed)
+    kind = type(event)
+    body = kind.__pydantic_serializer__.to_json(event, exclude=_UNDIGESTED)
+    prefix = _DIGEST_PREFIX.get(kind) or f"{kind.__name__}:".encode()
+    return hashlib.sha256(prefix + body).hexdigest()[:16]
 
 
 def admit(view: RunView, event: RunEvent) -> Admission:
@@ -163,18 +178,29 @@ def fold(view: RunView, events: list[RunEvent], *, in_place: bool = False) -> Fo
     return result
 
 
+def _assign(model: BaseModel, values: dict[str, Any]) -> None:
+    """Set fields of a view model as its ``model.field = value`` would (view models validate
+    no assignment), without a Python-level ``__setattr__`` call per field."""
+    model.__dict__.update(values)
+    model.__pydantic_fields_set__.update(values)
+
+
 def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None) -> None:
     """Apply one admitted event to ``view`` in place (the envelope, then the event's own fields)."""
-    if event.fence > view.fence:
-        view.fence_since_seq = event.seq
-    view.applied_seq = event.seq
-    digests = view.recent_digests
-    digests[event.seq] = event_digest(event)
-    for old in [seq for seq in digests if seq <= event.seq - RECENT_DIGESTS]:
+    fields = view.__dict__
+    seq, fence = event.seq, event.fence
+    if fence > fields["fence"]:
+        fields["fence_since_seq"] = seq
+        view.__pydantic_fields_set__.add("fence_since_seq")
+    fields["applied_seq"] = seq
+    digests = fields["recent_digests"]
+    digests[seq] = event_digest(event)
+    for old in [s for s in digests if s <= seq - RECENT_DIGESTS]:
         del digests[old]
-    view.fence = max(view.fence, event.fence)
-    view.worker_id = event.worker_id
-    view.updated_at = event.occurred_at
+    fields["fence"] = max(fields["fence"], fence)
+    fields["worker_id"] = event.worker_id
+    fields["updated_at"] = event.occurred_at
+    view.__pydantic_fields_set__.update(_ENVELOPE)
     touched = result if result is not None else FoldResult(view=view)
     handler = _HANDLERS.get(type(event))
     if handler is not None:
@@ -183,26 +209,35 @@ def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None
 
 def _started(view: RunView, e: Any, _: FoldResult) -> None:
     ev: RunStarted = e
-    view.status = "running"
-    view.agent = ev.agent
-    view.input_json = ev.input_json
-    view.plan = list(ev.plan)
-    view.plan_version = ev.plan_version
-    view.generation = ev.generation
-    view.version_policy = ev.version_policy
-    view.versions = Versions(
-        code=ev.code_version,
-        prompt=ev.prompt_version,
-        tool_schema=ev.tool_schema_version,
-        model=ev.model_version,
+    _assign(
+        view,
+        {
+            "status": "running",
+            "agent": ev.agent,
+            "input_json": ev.input_json,
+            "plan": list(ev.plan),
+            "plan_version": ev.plan_version,
+            "generation": ev.generation,
+            "version_policy": ev.version_policy,
+            "versions": Versions(
+                code=ev.code_version,
+                prompt=ev.prompt_version,
+                tool_schema=ev.tool_schema_version,
+                model=ev.model_version,
+            ),
+        },
     )
-    budget = view.budget
-    budget.max_tokens = ev.max_tokens
-    budget.max_usd = ev.max_usd
-    budget.max_steps = ev.max_steps
-    budget.max_consecutive_errors = ev.max_consecutive_errors
-    budget.deadline_at = ev.deadline_at
-    view.started_at = ev.occurred_at
+    _assign(
+        view.budget,
+        {
+            "max_tokens": ev.max_tokens,
+            "max_usd": ev.max_usd,
+            "max_steps": ev.max_steps,
+            "max_consecutive_errors": ev.max_consecutive_errors,
+            "deadline_at": ev.deadline_at,
+        },
+    )
+    _assign(view, {"started_at": ev.occurred_at})
 
 
 def _plan_revised(view: RunView, e: Any, _: FoldResult) -> None:
@@ -225,7 +260,8 @@ def _step_started(view: RunView, e: Any, r: FoldResult) -> None:
         step.activities = previous.activities
         step.attempts = previous.attempts
     view.steps[ev.step] = step
-    view.budget.steps += 1
+    budget = view.budget
+    _assign(budget, {"steps": budget.steps + 1})
     r.touched_steps.add(ev.step)
 
 
@@ -258,20 +294,25 @@ def _activity(view: RunView, e: Any, r: FoldResult) -> None:
             tokens=ev.tokens,
             usd=ev.usd,
         )
-    view.budget.tokens += ev.tokens
-    view.budget.usd += ev.usd
+    budget = view.budget
+    _assign(budget, {"tokens": budget.tokens + ev.tokens, "usd": budget.usd + ev.usd})
     r.touched_steps.add(ev.step)
 
 
 def _checkpointed(view: RunView, e: Any, r: FoldResult) -> None:
     ev: StepCheckpointed = e
     step = _step_of(view, ev.step, ev.step_name)
-    step.status = "checkpointed"
-    step.attempt = ev.attempt
-    step.result_json = ev.result_json
-    step.result_ref_uri = ev.result_ref_uri
-    step.result_ref_hash = ev.result_ref_hash
-    view.budget.consecutive_errors = 0
+    _assign(
+        step,
+        {
+            "status": "checkpointed",
+            "attempt": ev.attempt,
+            "result_json": ev.result_json,
+            "result_ref_uri": ev.result_ref_uri,
+            "result_ref_hash": ev.result_ref_hash,
+        },
+    )
+    _assign(view.budget, {"consecutive_errors": 0})
     _advance_cursor(view)
     r.touched_steps.add(ev.step)
 
@@ -282,7 +323,7 @@ def _advance_cursor(view: RunView) -> None:
     cursor = view.cursor
     while (step := view.steps.get(cursor)) is not None and step.status == "checkpointed":
         cursor += 1
-    view.cursor = cursor
+    _assign(view, {"cursor": cursor})
 
 
 def _rejected(view: RunView, e: Any, r: FoldResult) -> None:
@@ -368,11 +409,16 @@ def _forked(view: RunView, e: Any, r: FoldResult) -> None:
 
 def _finished(view: RunView, e: Any, _: FoldResult) -> None:
     ev: RunFinished = e
-    view.status = ev.status
-    view.result_json = ev.result_json
-    view.error = ev.error
-    view.finished_at = ev.occurred_at
-    view.pause = None
+    _assign(
+        view,
+        {
+            "status": ev.status,
+            "result_json": ev.result_json,
+            "error": ev.error,
+            "finished_at": ev.occurred_at,
+            "pause": None,
+        },
+    )
 
 
 def _intended(view: RunView, e: Any, r: FoldResult) -> None:
@@ -416,13 +462,18 @@ def _effect_of(view: RunView, key: str, step: int, name: str) -> EffectView:
 def _recorded(view: RunView, e: Any, r: FoldResult) -> None:
     ev: EffectRecorded = e
     effect = _effect_of(view, ev.idempotency_key, ev.step, ev.effect)
-    effect.state = ev.outcome
-    effect.external_ref = ev.external_ref
-    effect.response_hash = ev.response_hash
-    effect.error = ev.error
-    effect.resolved_at = ev.occurred_at
-    view.budget.tokens += ev.tokens
-    view.budget.usd += ev.usd
+    _assign(
+        effect,
+        {
+            "state": ev.outcome,
+            "external_ref": ev.external_ref,
+            "response_hash": ev.response_hash,
+            "error": ev.error,
+            "resolved_at": ev.occurred_at,
+        },
+    )
+    budget = view.budget
+    _assign(budget, {"tokens": budget.tokens + ev.tokens, "usd": budget.usd + ev.usd})
     r.touched_effects.add(ev.idempotency_key)
 
 
