@@ -157,15 +157,24 @@ class Projector:
         namespace = await self._current_namespace()
         by_tp: dict[TopicPartition, list[Record]] = {}
         for rec in records:
-            if assigned_only and rec.tp not in self._assigned:
-                continue  # a revoked partition's leftovers: its new owner applies them
-            by_tp.setdefault(rec.tp, []).append(rec)
+            tp = (rec.topic, rec.partition)
+            recs = by_tp.get(tp)
+            if recs is None:
+                recs = by_tp[tp] = []
+            recs.append(rec)
         keep: list[Record] = []
+        ends: dict[TopicPartition, int] = {}
         for tp, recs in by_tp.items():
+            if assigned_only and tp not in self._assigned:
+                continue  # a revoked partition's leftovers: its new owner applies them
             await self._anchor(namespace, tp, first=recs[0].offset)
-            keep.extend(r for r in recs if r.offset >= self._pos[tp])
+            start = self._pos[tp]
+            kept = recs if recs[0].offset >= start else [r for r in recs if r.offset >= start]
+            if kept:
+                keep.extend(kept)
+                ends[tp] = max(r.offset for r in kept) + 1
         if keep:
-            await self._apply(namespace, keep)
+            await self._apply(namespace, keep, ends)
         await self._reread_runs(namespace)
         self._metrics.batches += 1
 
@@ -311,10 +320,19 @@ class Projector:
             await self._applier.apply(namespace, records, complete=frozenset({run_id}))
         self._applier.take_rereads()  # a complete fold leaves no run needing another
 
-    async def _apply(self, namespace: str, records: Sequence[Record]) -> None:
-        ends: dict[TopicPartition, int] = {}
-        for rec in records:
-            ends[rec.tp] = max(ends.get(rec.tp, 0), rec.offset + 1)
+    async def _apply(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        ends: dict[TopicPartition, int] | None = None,
+    ) -> None:
+        """Apply ``records`` and raise progress to ``ends`` (each partition's last offset + 1,
+        computed from ``records`` unless given)."""
+        if ends is None:
+            ends = {}
+            for rec in records:
+                tp = (rec.topic, rec.partition)
+                ends[tp] = max(ends.get(tp, 0), rec.offset + 1)
         await self._applier.apply(namespace, records, ends, self._floors(ends))
         self._metrics.records += len(records)
         now = time.monotonic()
