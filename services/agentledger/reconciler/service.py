@@ -53,6 +53,50 @@ CLAIM_LANES = 2
 FIRST_BATCH = 16
 
 
+#: How long a resolved run's write waits for the batch's other runs to be resolved too, so
+#: their writes share one transaction (the log commits what is pending together).
+WRITE_LINGER_S = 0.25
+
+
+class WriteWaves:
+    """Lets the writes of a batch's runs go in waves: a wave opens when every run still being
+    resolved is ready to write, or ``linger_s`` after its first run was ready."""
+
+    def __init__(self, runs: int, linger_s: float) -> None:
+        self._left = runs
+        self._linger_s = linger_s
+        self._ready = 0
+        self._open: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def ready(self) -> None:
+        """Wait until this run's wave opens."""
+        if self._open is None:
+            self._open = asyncio.Event()
+            self._timer = asyncio.get_running_loop().call_later(self._linger_s, self._release)
+        wave = self._open
+        self._ready += 1
+        self._check()
+        await wave.wait()
+
+    def done(self) -> None:
+        """A run of the batch will not write (nothing due, or it failed): wait no more for it."""
+        self._left -= 1
+        self._check()
+
+    def _check(self) -> None:
+        if self._open is not None and self._ready >= self._left:
+            self._release()
+
+    def _release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._open is not None:
+            self._open.set()
+        self._left -= self._ready
+        self._ready, self._open, self._timer = 0, None, None
+
+
 def batch_sizes(runs: int, batch: int) -> list[int]:
     """How ``runs`` are cut into batches: ``FIRST_BATCH`` first, doubling up to ``batch``."""
     sizes: list[int] = []
@@ -223,18 +267,23 @@ class Reconciler:
         self, floors: dict[str, int], report: PassReport, claiming: asyncio.Semaphore
     ) -> None:
         """Claim the runs, resolve their due intents (their lookups concurrent, bounded by each
-        provider's concurrency), write each run as its lease holder (the log group-commits the
-        writes of runs finishing together), release the leases."""
+        provider's concurrency), write each run as its lease holder, release the leases.
+
+        The writes go in waves (:class:`WriteWaves`): the runs resolved within ``WRITE_LINGER_S`` of
+        each other publish together, so the log commits them in one transaction instead of one
+        per lookup that happens to finish alone."""
         async with AsyncExitStack() as held:
             async with claiming:
                 claims = await held.enter_async_context(self.claimer.claim_many(floors))
             report.held += len(claims.refused)
+            waves = WriteWaves(len(claims.held), WRITE_LINGER_S)
             async with asyncio.TaskGroup() as tg:
                 for claim in claims.held.values():
-                    tg.create_task(self._resolve(claim, report))
+                    tg.create_task(self._resolve(claim, report, waves))
 
-    async def _resolve(self, claim: Claim, report: PassReport) -> None:
+    async def _resolve(self, claim: Claim, report: PassReport, waves: WriteWaves) -> None:
         run_id = claim.view.run_id
+        waiting = True
         try:
             due = self._due(claim.view, None, report)
             if not due:
@@ -250,10 +299,15 @@ class Reconciler:
                 writer=self.owner,
                 now=self._clock(),
             )
+            waiting = False
+            await waves.ready()
             await self._write(run_id, plan, report)
         except AgentLedgerError as e:
             report.errors += 1
             _log.warning("reconcile_run_failed", run_id=run_id, error=str(e))
+        finally:
+            if waiting:
+                waves.done()
 
     def _due(self, view: RunView, lease: Lease | None, report: PassReport) -> list[EffectView]:
         now = self._clock()
