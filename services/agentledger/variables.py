@@ -133,7 +133,7 @@ VARIABLES: frozenset[str] = frozenset(
 )
 
 
-_ROW = re.compile(r"^\| *((?:`[A-Z0-9_.]+`(?:, *)?)+) *\|")
+_ROW = re.compile(r"^\| *((?:`[A-Z0-9_.]+`(?:, *)?)+) *\|([^|]*)\|")
 
 
 def documented_variables(readme: str) -> list[str]:
@@ -150,3 +150,22 @@ def documented_variables(readme: str) -> list[str]:
                 "AGENTLEDGER_" + name.removeprefix("..._") if name.startswith("...") else name
             )
     return names
+
+
+def documented_defaults(readme: str) -> dict[str, str]:
+    """The default README's Configuration table gives each variable: the k-th backticked value
+    of a row's default cell belongs to the row's k-th variable (variables without one, e.g.
+    "unset", are left out)."""
+    section = readme.partition("\n## Configuration\n")[2].partition("\n## ")[0]
+    defaults: dict[str, str] = {}
+    for line in section.splitlines():
+        match = _ROW.match(line)
+        if match is None:
+            continue
+        names = [
+            "AGENTLEDGER_" + name.removeprefix("..._") if name.startswith("...") else name
+            for name in re.findall(r"`([A-Z0-9_.]+)`", match.group(1))
+        ]
+        values = re.findall(r"`([^`]*)`", match.group(2))
+        defaults.update(zip(names, values, strict=False))
+    return defaults

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentledger.variables import VARIABLES, documented_variables
+from agentledger.cli import build_parser
+from agentledger.settings import declared_fields
+from agentledger.variables import VARIABLES, documented_defaults, documented_variables
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -47,3 +49,34 @@ def test_the_table_reader_finds_short_names_and_only_the_configuration_table() -
         "AGENTLEDGER_A_HOST",
         "AGENTLEDGER_B",
     ]
+
+
+def test_the_table_gives_each_numeric_setting_its_real_default() -> None:
+    """A number in the table's default column equals the settings field's default (a default
+    changed in code and not in README fails here)."""
+    build_parser()  # imports every command's settings
+    fields = declared_fields()
+    wrong = {}
+    for name, shown in documented_defaults(README.read_text(encoding="utf-8")).items():
+        info = fields.get(name)
+        default = None if info is None else info.default
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            continue
+        try:
+            matches = float(shown) == float(default)
+        except ValueError:
+            matches = False
+        if not matches:
+            wrong[name] = (shown, default)
+    assert wrong == {}
+
+
+def test_the_default_reader_pairs_values_with_variables_in_order() -> None:
+    """The k-th backticked value of a row's default cell is the k-th variable's default, and a
+    variable without one ("unset") has none."""
+    text = (
+        "# t\n\n## Configuration\n\n| variable | default | meaning |\n|---|---|---|\n"
+        "| `AGENTLEDGER_A_PORT`, `..._A_HOST` | `1`, `h` | the A |\n"
+        "| `AGENTLEDGER_B` | unset | b |\n"
+    )
+    assert documented_defaults(text) == {"AGENTLEDGER_A_PORT": "1", "AGENTLEDGER_A_HOST": "h"}
