@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from agentledger.views import plain_json
 from agentledger.views.model import EffectView, RunView, StepView
 
 PARKED_FIELD = "_parked"
@@ -53,11 +54,18 @@ def token_for(applied_seq: int, parked: int, dropped_from: int = 0) -> tuple[int
 
 def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, bytes]:
     """The run hash of ``view`` with ``parked`` events waiting (and dropped from a seq)."""
-    data = view.model_dump(mode="json", include=_RUN_FIELD_SET)
-    fields = {
-        name: (data[name].encode() if name in _PLAIN_STR else _json(data[name]))
-        for name in _RUN_FIELDS
-    }
+    values = view.__dict__
+    try:
+        fields = {
+            name: (values[name] if name in _PLAIN_STR else plain_json.dumps(values[name])).encode()
+            for name in _RUN_FIELDS
+        }
+    except plain_json.Unusual:
+        data = view.model_dump(mode="json", include=_RUN_FIELD_SET)
+        fields = {
+            name: (data[name].encode() if name in _PLAIN_STR else _json(data[name]))
+            for name in _RUN_FIELDS
+        }
     fields[PARKED_FIELD] = str(token_for(0, parked, dropped_from)[1]).encode()
     fields[DROPPED_FIELD] = str(dropped_from).encode()
     return fields

@@ -1,0 +1,80 @@
+"""Compact, key-sorted JSON of view values straight from the objects, for the run hash.
+
+``layout.encode_run`` stores every non-text field of a run as ``json.dumps(value, separators=
+(",", ":"), sort_keys=True)`` of the field's pydantic dump (mode json). For the values a run
+holds (text, numbers, None, lists, dicts with text or int keys, and the small view models
+:data:`PLAIN_MODELS`), :func:`dumps` gives the same text without the dump and the encoder's
+setup; anything it is not sure of (a non-finite float, another type) raises :class:`Unusual`
+and the caller takes the general path.
+"""
+
+from __future__ import annotations
+
+import math
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentledger.views.model import Approval, Budget, Pause, Versions
+
+
+class Unusual(Exception):  # noqa: N818 - a signal to take the general path, not an error
+    """A value :func:`dumps` leaves to pydantic's dump and the JSON encoder."""
+
+
+def dumps_plainly(model: type[BaseModel]) -> bool:
+    """Whether the pydantic dump of ``model`` is its fields under their own names, unchanged
+    (no aliases, serializers, computed fields, excluded or extra fields)."""
+    d = model.__pydantic_decorators__
+    if d.field_serializers or d.model_serializers or d.computed_fields:
+        return False
+    if model.model_config.get("extra") == "allow":
+        return False
+    return all(
+        f.alias is None and f.serialization_alias is None and not f.exclude
+        for f in model.model_fields.values()
+    )
+
+
+#: The view models a run hash holds, with their field names in sorted order.
+PLAIN_MODELS: dict[type[BaseModel], list[str]] = {
+    m: sorted(m.model_fields) for m in (Versions, Budget, Pause, Approval) if dumps_plainly(m)
+}
+
+
+def _key(key: Any) -> str:
+    """A dict key as the dump (mode json) writes it: text as is, an int as its digits."""
+    kind = type(key)
+    if kind is str:
+        return str(key)
+    if kind is int:
+        return int.__repr__(key)
+    raise Unusual
+
+
+def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON value
+    """``json.dumps(<dump of value>, separators=(",", ":"), sort_keys=True)``, or Unusual."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise Unusual
+        return float.__repr__(value)
+    if kind is list:
+        return "[" + ",".join([dumps(v) for v in value]) + "]"
+    if kind is dict:
+        items = sorted((_key(k), v) for k, v in value.items())
+        return "{" + ",".join([encode_basestring_ascii(k) + ":" + dumps(v) for k, v in items]) + "}"
+    names = PLAIN_MODELS.get(kind)
+    if names is None:
+        raise Unusual
+    fields = value.__dict__
+    return "{" + ",".join([f'"{n}":' + dumps(fields[n]) for n in names]) + "}"
