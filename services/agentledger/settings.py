@@ -380,6 +380,21 @@ def _fields_of(cls: type[BaseSettings]) -> dict[str, FieldInfo]:
     return fields
 
 
+def environment_of(settings: BaseSettings) -> dict[str, str]:
+    """``settings`` as the AGENTLEDGER_* variables a child process reads them from (secrets in
+    clear: the child needs them; unset fields left out)."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
+            text = value.get_secret_value()
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+        env[f"AGENTLEDGER_{name.upper()}"] = text
+    return env
+
+
 def declared_fields() -> dict[str, FieldInfo]:
     """Every ``AGENTLEDGER_*`` variable that some imported settings class reads, with its field
     (the first class to declare it: a subclass that narrows a field comes later)."""

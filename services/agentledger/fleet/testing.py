@@ -15,7 +15,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from pydantic import SecretStr
 
 from agentledger.errors import ConfigurationError
 from agentledger.events.codec import EventCodec
@@ -25,7 +24,7 @@ from agentledger.fleet.agent import Agent
 from agentledger.fleet.settings import FleetSettings
 from agentledger.fleet.worker import FleetWorker
 from agentledger.kafkaclient import kafka_options
-from agentledger.settings import ArgumentsOnly, CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings, environment_of
 from agentledger.tasks import within
 from agentledger.views import RunView, fold
 
@@ -44,16 +43,7 @@ def fleet_settings(common: CommonSettings, **overrides: Any) -> FleetSettings:
 
 def settings_env(settings: FleetSettings) -> dict[str, str]:
     """``settings`` as the AGENTLEDGER_* variables a child process reads them from."""
-    env: dict[str, str] = {}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
-            text = value.get_secret_value()
-        else:
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-        env[f"AGENTLEDGER_{name.upper()}"] = text
-    return env
+    return environment_of(settings)
 
 
 async def wait_until(

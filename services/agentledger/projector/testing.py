@@ -18,7 +18,6 @@ from typing import Any, Self, TypeVar
 
 import aiohttp
 from aiokafka import AIOKafkaConsumer
-from pydantic import SecretStr
 
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.events.codec import EventCodec
@@ -39,7 +38,7 @@ from agentledger.events.topics import topic_specs
 from agentledger.kafkaclient import kafka_options
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.redisclient import redis_client
-from agentledger.settings import ArgumentsOnly, CommonSettings
+from agentledger.settings import ArgumentsOnly, CommonSettings, environment_of
 from agentledger.tasks import within
 from agentledger.views.fold import fold
 from agentledger.views.model import RunView
@@ -128,16 +127,7 @@ def free_port() -> int:
 
 def settings_env(settings: ProjectorSettings) -> dict[str, str]:
     """``settings`` as the AGENTLEDGER_* variables a child process reads them from."""
-    env: dict[str, str] = {}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
-            text = value.get_secret_value()
-        else:
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-        env[f"AGENTLEDGER_{name.upper()}"] = text
-    return env
+    return environment_of(settings)
 
 
 class ProjectorProcess:

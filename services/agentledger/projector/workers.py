@@ -26,7 +26,6 @@ from dataclasses import asdict
 from typing import Any
 
 import structlog
-from pydantic import SecretStr
 
 from agentledger.errors import ConfigurationError, RebuildWorkerError
 from agentledger.events.codec import EventCodec
@@ -34,6 +33,7 @@ from agentledger.logdefaults import configure_logging
 from agentledger.projector.bulk import BulkCounts, Progress, Replayer, Teller, fold_ranges
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.settings import ProjectorSettings
+from agentledger.settings import environment_of
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import TopicPartition
 
@@ -77,15 +77,7 @@ def child_env(settings: ProjectorSettings) -> dict[str, str]:
     """The environment of a child: this one without AGENTLEDGER_*, then ``settings`` as the
     AGENTLEDGER_* variables (resolved endpoints included, secrets in clear)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
-    for name, value in settings.model_dump().items():
-        if value is None:
-            continue
-        if isinstance(value, SecretStr):  # str() of a SecretStr is its mask
-            text = value.get_secret_value()
-        else:
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-        env[f"AGENTLEDGER_{name.upper()}"] = text
-    return env
+    return env | environment_of(settings)
 
 
 class ProcessReplayer(Replayer):
