@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 
 from agentledger.bus.partitioning import run_key
 from agentledger.events import EventCodec, RunEvent
 from agentledger.events.models import EffectIntended
-from agentledger.projector.bulk import BulkCounts, PartitionFold, Progress
+from agentledger.projector.bulk import (
+    BulkCounts,
+    InProcessReplayer,
+    PartitionFold,
+    Progress,
+    Replayer,
+)
 from agentledger.projector.ports import Record
 from agentledger.projector.rebuild import compare, replay_into_new_namespace
+from agentledger.views.store import TopicPartition
 from tests.unit.test_fold_into_store import TOPICS, World, run_events
 
 
@@ -111,3 +119,49 @@ def test_progress_line_says_records_rate_and_eta() -> None:
     line = Progress(records=250_000, total=1_000_000, seconds=5.0).line()
     assert line == "rebuild: 250,000/1,000,000 records (25%), 50,000/s, ETA 15 s"
     assert Progress(records=0, total=10, seconds=0.0).eta_s is None
+
+
+class _Delegating(Replayer):
+    """A replayer that counts its calls and folds through the in-process one."""
+
+    def __init__(self, world: World, min_records: int) -> None:
+        self.min_records = min_records
+        self.calls = 0
+        self._inner = InProcessReplayer(world.store, world.log, EventCodec(), chunk=5)
+
+    async def replay(
+        self,
+        namespace: str,
+        ranges: Mapping[TopicPartition, tuple[int, int]],
+        *,
+        partitions: int | None,
+        parked_max: int,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> BulkCounts:
+        self.calls += 1
+        return await self._inner.replay(
+            namespace, ranges, partitions=partitions, parked_max=parked_max
+        )
+
+
+async def test_a_log_smaller_than_the_replayers_minimum_folds_in_this_process() -> None:
+    """A replayer is used for a log of at least its ``min_records`` records; a smaller log is
+    folded in this process (children would cost more to start than they save), with the same
+    result."""
+    world = World(retention_ms=3_600_000)
+    records = mixed_history(world)
+    small = _Delegating(world, min_records=len(records) + 1)
+    enough = _Delegating(world, min_records=len(records))
+    here = await replay_into_new_namespace(
+        world.store, world.log, TOPICS.run_topics, partitions=2, replayer=small
+    )
+    there = await replay_into_new_namespace(
+        world.store, world.log, TOPICS.run_topics, partitions=2, replayer=enough
+    )
+    assert (small.calls, enough.calls) == (0, 1)
+    assert here.records == there.records == len(records)
+    result = compare(
+        await world.store.snapshot(here.namespace), await world.store.snapshot(there.namespace)
+    )
+    assert result.differences == []
+    assert result.keys_compared > 20

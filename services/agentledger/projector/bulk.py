@@ -181,6 +181,10 @@ class Replayer(ABC):
     """Folds offset ranges into a fresh namespace, each run written once; the namespace's
     progress is not recorded (the caller records it once every fold has stood)."""
 
+    #: Below this many records the rebuild folds in its own process instead (a replayer whose
+    #: start costs more than it saves on a small log, e.g. child processes' imports).
+    min_records: int = 0
+
     @abstractmethod
     async def replay(
         self,

@@ -23,7 +23,7 @@ from agentledger.projector.rebuild import (
     wait_for_progress,
 )
 from agentledger.projector.settings import ProjectorSettings
-from agentledger.projector.workers import ProcessReplayer, worker_count
+from agentledger.projector.workers import AUTO_MIN_RECORDS, ProcessReplayer, worker_count
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 
@@ -136,7 +136,10 @@ def replayer_for(settings: ProjectorSettings) -> Replayer | None:
     """Worker processes for a rebuild with the given settings (None: fold in this process)."""
     if worker_count(settings, settings.run_partitions) <= 1:
         return None
-    return ProcessReplayer(settings)
+    # one per core unless set: a small log folds faster here than children start
+    return ProcessReplayer(
+        settings, min_records=AUTO_MIN_RECORDS if settings.rebuild_workers == 0 else 0
+    )
 
 
 def _tell_progress(progress: Progress) -> None:

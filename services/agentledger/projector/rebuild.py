@@ -64,10 +64,10 @@ async def replay_into_new_namespace(
     replayer: Replayer | None = None,
 ) -> Replay:
     """Replay every run topic from its earliest offset to its current end into a new namespace
-    (see :mod:`.bulk`; ``replayer`` folds, by default in this process through ``store`` and
-    ``reader``); ``on_progress`` is told records, rate and ETA about once a second. The ends
-    are recorded as the namespace's progress once every fold has stood; if any fails, the new
-    namespace is deleted and the error raised."""
+    (see :mod:`.bulk`; ``replayer`` folds, by default and below its ``min_records`` in this
+    process through ``store`` and ``reader``); ``on_progress`` is told records, rate and ETA
+    about once a second. The ends are recorded as the namespace's progress once every fold
+    has stood; if any fails, the new namespace is deleted and the error raised."""
     tps = await reader.partitions(run_topics)
     # records off their key's partition are dead-lettered, as the live projector does; the
     # count the topics really have decides (``partitions`` if they have none yet)
@@ -75,7 +75,12 @@ async def replay_into_new_namespace(
     ends = await reader.end_offsets(tps)
     begins = await reader.beginning_offsets(tps)
     ranges = {tp: (begins[tp], ends[tp]) for tp in tps}
-    folder = replayer or InProcessReplayer(store, reader, codec or EventCodec(), chunk=chunk)
+    records = sum(max(0, end - begin) for begin, end in ranges.values())
+    folder = (
+        replayer
+        if replayer is not None and records >= replayer.min_records
+        else InProcessReplayer(store, reader, codec or EventCodec(), chunk=chunk)
+    )
     namespace = await store.create_namespace()
     started = time.monotonic()
     try:

@@ -97,7 +97,8 @@ class ProjectorSettings(CommonSettings):
         le=1024,
         description=(
             "processes a rebuild (views rebuild/verify) folds the partitions in; 0 = one per CPU "
-            "core, 1 = in the command's own process; never more than the run topics' partitions"
+            "core (a log under 30,000 records folds in the command's own process), 1 = in the "
+            "command's own process; never more than the run topics' partitions"
         ),
     )
     rebuild_swap_grace_ms: int = Field(

@@ -45,6 +45,12 @@ _REPORT_EVERY_S = 0.5
 _ORPHANED = 3
 
 
+#: Records below which a rebuild with AGENTLEDGER_REBUILD_WORKERS=0 (one per core) folds in its
+#: own process: each child first spends about 1 s of CPU importing, which two children folding
+#: at ~90 µs a record in parallel win back only past ~22,000 records.
+AUTO_MIN_RECORDS = 30_000
+
+
 def worker_count(settings: ProjectorSettings, numbers: int) -> int:
     """Processes a rebuild of ``numbers`` partition numbers folds in: AGENTLEDGER_REBUILD_WORKERS,
     or one per CPU core (0), never more than there are partition numbers."""
@@ -83,9 +89,12 @@ def child_env(settings: ProjectorSettings) -> dict[str, str]:
 class ProcessReplayer(Replayer):
     """Folds in child processes, one per share of the partition numbers (see the module)."""
 
-    def __init__(self, settings: ProjectorSettings, *, workers: int | None = None) -> None:
+    def __init__(
+        self, settings: ProjectorSettings, *, workers: int | None = None, min_records: int = 0
+    ) -> None:
         self._settings = settings
         self._workers = workers
+        self.min_records = min_records
 
     async def replay(
         self,
