@@ -124,28 +124,35 @@ async def taken_over(
     )
 
 
-async def stored_views(common: FleetSettings, ids: list[str]) -> dict[str, RunView | None]:
-    """The projector's Redis view of each of ``ids`` now (None: not there yet): milliseconds
-    behind the log, where folding the log itself takes seconds on a TLS cluster."""
+@contextlib.asynccontextmanager
+async def view_store(common: FleetSettings) -> AsyncIterator[RedisViewStore]:
+    """The projector's view store of the fleet's namespace, one connection for many looks."""
     assert common.redis_url is not None
     async with RedisViewStore.from_url(
         common.redis_url, key_prefix=common.key_prefix, settings=common
     ) as store:
-        return {r: await store.load(r) for r in ids}
+        yield store
+
+
+async def stored_views(store: RedisViewStore, ids: list[str]) -> dict[str, RunView | None]:
+    """The projector's Redis view of each of ``ids`` now (None: not there yet): milliseconds
+    behind the log, where folding the log itself takes seconds on a TLS cluster."""
+    return {r: await store.load(r) for r in ids}
 
 
 async def views_equal_the_fold(
     common: FleetSettings, views: dict[str, RunView], ids: list[str], *, timeout_s: float
 ) -> None:
     """Once the projector caught up, every Redis view of ``ids`` equals the fold of the log."""
-    got = await wait_until(
-        lambda: stored_views(common, ids),
-        lambda got: all(
-            got[r] is not None and essence(got[r]) == essence(views[r])  # type: ignore[arg-type]
-            for r in ids
-        ),
-        timeout_s=timeout_s,
-    )
+    async with view_store(common) as store:
+        got = await wait_until(
+            lambda: stored_views(store, ids),
+            lambda got: all(
+                got[r] is not None and essence(got[r]) == essence(views[r])  # type: ignore[arg-type]
+                for r in ids
+            ),
+            timeout_s=timeout_s,
+        )
     for run_id in ids:
         found = got[run_id]
         assert found is not None, run_id

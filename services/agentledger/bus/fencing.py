@@ -51,8 +51,7 @@ def stale_error(events: Sequence[Event], stale: set[Claim]) -> StaleFenceError |
     """The error for a publish that carries a stale claim, or None if all its claims are live."""
     for run_id, fence, owner in sorted(claims_of(events) & stale):
         return StaleFenceError(
-            f"fence {fence} of {owner!r} is no longer the run's lease; its events were not "
-            "written",
+            f"fence {fence} of {owner!r} is no longer the run's lease; its events were not written",
             run_id=run_id,
         )
     return None

@@ -36,6 +36,7 @@ from tests.chaos.fleet_support import (
     running_fleet,
     stored_views,
     taken_over,
+    view_store,
     views_equal_the_fold,
     zombie_named,
 )
@@ -129,11 +130,12 @@ async def test_runs_survive_a_partition_leader_sigkilled(
         await submit(common, ids)
         # in flight: every run has started and some have not finished (seen in the projector's
         # views: folding the log on this TLS cluster took seconds a look, longer than a run)
-        started = await wait_until(
-            lambda: stored_views(common, ids),
-            lambda views: all((v := views[r]) is not None and v.cursor >= 1 for r in ids),
-            timeout_s=120,
-        )
+        async with view_store(common) as store:
+            started = await wait_until(
+                lambda: stored_views(store, ids),
+                lambda views: all((v := views[r]) is not None and v.cursor >= 1 for r in ids),
+                timeout_s=120,
+            )
         assert all(started[r] is not None for r in ids)
         assert any((v := started[r]) is not None and v.status == "running" for r in ids)
         leaders = await run_leaders(cluster, common)
