@@ -22,7 +22,7 @@ from typing import Any
 from agentledger.cli import configure_logging
 from bench.harness import growth_exponent
 from bench.peers import load
-from bench.peers.base import Env, Peer, PeerUnavailableError
+from bench.peers.base import Env, MarkedProbe, Peer, PeerUnavailableError
 from bench.workload import Params
 
 RESUME_RUN = "resume-run"
@@ -168,11 +168,10 @@ async def _bytes_run(
         base = await peer.stored_bytes()
         found: dict[str, int] = {}
 
-        async def probe(done: int) -> None:
-            if done in marks:
-                found[str(done)] = await peer.stored_bytes() - base
+        async def measure(done: int) -> None:
+            found[str(done)] = await peer.stored_bytes() - base
 
-        await peer.run(f"{namespace}-run", steps, probe)
+        await peer.run(f"{namespace}-run", steps, MarkedProbe(frozenset(marks), measure))
         if steps in marks:
             found[str(steps)] = await peer.stored_bytes() - base
     return found
@@ -280,7 +279,7 @@ async def crash(
             _write(out, {"bytes": found, "resumable": peer.resumable, "resume_reason": reason})
             os._exit(0)  # a hard crash: no cleanup, nothing flushed that was not durable
 
-    await peer.run(run_id, steps + 1, probe)
+    await peer.run(run_id, steps + 1, MarkedProbe(frozenset([*marks, steps]), probe))
     msg = f"{name}: the run ended without reaching step {steps + 1}"
     raise PeerUnavailableError(msg)
 

@@ -15,6 +15,25 @@ Probe = Callable[[int], Awaitable[None]]
 Kind = Literal["ours", "peer", "floor"]
 
 
+@dataclass(frozen=True)
+class MarkedProbe:
+    """A probe that acts only after the step counts ``at``: a peer may skip what it does only
+    for a probe (agentledger's commit of a queued checkpoint) before the other steps."""
+
+    at: frozenset[int]
+    act: Probe
+
+    async def __call__(self, done: int) -> None:
+        """``act(done)`` at a mark, nothing elsewhere."""
+        if done in self.at:
+            await self.act(done)
+
+
+def acts_at(probe: Probe, done: int) -> bool:
+    """Whether ``probe`` does anything after ``done`` steps (any plain probe may)."""
+    return not isinstance(probe, MarkedProbe) or done in probe.at
+
+
 class PeerUnavailableError(RuntimeError):
     """The peer cannot be measured here (not installed, needs a server module …): the message
     is the reason shown in the report."""

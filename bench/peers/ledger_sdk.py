@@ -23,7 +23,7 @@ from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
-from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, safe_name
+from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, acts_at, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
 
@@ -186,9 +186,11 @@ class LedgerSdkPeer(Peer):
         async with self.ledger.run(RunSpec(run_id=run_id, agent=AGENT, plan=plan)) as run:
             self.open_s.append(time.perf_counter() - opening)
             for k, name in enumerate(plan):
-                if probe is not None:
+                if probe is not None and acts_at(probe, k):
                     # A probe measures (or crashes) after k durable steps: commit the queued
-                    # checkpoint first (with_next_commit). The latency runs have no probe.
+                    # checkpoint first (with_next_commit). The latency runs have no probe, the
+                    # bytes runs' probes act only at their marks: the steps between them commit
+                    # as an agent's do (one transaction per effect step).
                     await run.sync()
                     await probe(k)
                 start = time.perf_counter()
