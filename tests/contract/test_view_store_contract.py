@@ -23,6 +23,7 @@ from agentledger.views.keys import STATUSES, Keys
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
+from agentledger.views.store import TopicPartition as Tp
 
 DAY = 24 * 3600 * 1000
 CODEC = EventCodec()
@@ -535,3 +536,62 @@ async def test_progress_below_its_floor_writes_nothing(store: ViewStore) -> None
     assert (await store.read_progress(ns))[home] == 5
     await store.commit(ns, [write], [entry], {home: 8}, floors={home: 5})
     assert (await store.read_progress(ns))[home] == 8
+
+
+def sliceable_batch(runs: list[str], partitions: int = 4) -> tuple[list[Record], dict[Tp, int]]:
+    """Every event of ``runs`` as records on each run's home partition, and each partition's end."""
+    records: list[Record] = []
+    ends: dict[Tp, int] = {}
+    for run in runs:
+        tp = ("t", partition_for(run_key(run), partitions))
+        for event in run_events(run, finished_at=50):
+            offset = ends.get(tp, 0)
+            records.append(Record(tp[0], tp[1], offset, run_key(run), CODEC.encode(event)))
+            ends[tp] = offset + 1
+    return records, ends
+
+
+async def test_a_batch_applied_in_slices_of_partitions_equals_it_applied_whole(
+    store: ViewStore,
+) -> None:
+    """A batch committed in slices of whole partitions, each sent while the next is folded,
+    leaves the store key for key, progress included, as the same batch committed whole."""
+    whole_ns = await live(store)
+    sliced_ns = await store.create_namespace()
+    records, ends = sliceable_batch([f"s{i}" for i in range(12)])
+    assert len({r.partition for r in records}) > 2  # several slices at 5 records each
+    whole = Applier(
+        store, CollectingPublisher(), CODEC, metrics=Metrics(), partitions=4, slice_records=10**6
+    )
+    sliced = Applier(
+        store, CollectingPublisher(), CODEC, metrics=Metrics(), partitions=4, slice_records=5
+    )
+    await whole.apply(whole_ns, records, ends)
+    await sliced.apply(sliced_ns, records, ends)
+    assert await store.snapshot(sliced_ns) == await store.snapshot(whole_ns)
+    assert await store.read_progress(sliced_ns) == ends
+
+
+async def test_a_slice_whose_run_moved_meanwhile_is_refolded_and_committed(
+    store: ViewStore,
+) -> None:
+    """When another writer moved a run after this applier cached it, that run's slice is left
+    unwritten by its commit, refolded from what is stored and committed again: every view is
+    the fold of all its events and the progress reaches the batch's end."""
+    ns = await live(store)
+    runs = [f"m{i}" for i in range(8)]
+    records, ends = sliceable_batch(runs)
+    moved = [r for r in records if r.key == run_key("m0")]
+    metrics = Metrics()
+    ours = Applier(
+        store, CollectingPublisher(), CODEC, metrics=metrics, partitions=4, slice_records=5
+    )
+    other = Applier(store, CollectingPublisher(), CODEC, metrics=Metrics(), partitions=4)
+    await ours.apply(ns, moved[:3])  # cached at seq 3
+    await other.apply(ns, moved[:4])  # stored at seq 4 behind our back
+    await ours.apply(ns, records, ends)
+    views = await store.load_many(runs)
+    for run in runs:
+        assert views[run] == fold(RunView(run_id=run), run_events(run, finished_at=50)).view
+    assert metrics.write_conflicts >= 1  # the refold path was taken
+    assert await store.read_progress(ns) == ends

@@ -11,6 +11,7 @@ idempotent, so a crash at any point followed by a redo of the batch converges to
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,11 +47,16 @@ from agentledger.views.store import (
     StoredRun,
     TopicPartition,
     ViewStore,
+    WriteOutcome,
 )
 
 log = structlog.get_logger(__name__)
 
 MAX_CONFLICT_ROUNDS = 5
+#: A batch of more records than this is committed in slices of whole partitions of about this
+#: many records, each sent while the next is folded (DESIGN.md §16). Smaller slices overlap more
+#: of Redis's work with the fold; each costs one more round trip and script call.
+SLICE_RECORDS = 500
 _LETTERED_KEPT = 100_000
 
 
@@ -115,6 +121,16 @@ class _Fold:
 
 
 @dataclass
+class Slice:
+    """Whole partitions of a batch: their runs' events, their progress and floors."""
+
+    runs: dict[str, list[RunEvent]] = field(default_factory=dict)
+    partitions: set[int] = field(default_factory=set)
+    progress: dict[TopicPartition, int] = field(default_factory=dict)
+    floors: dict[TopicPartition, int] = field(default_factory=dict)
+
+
+@dataclass
 class Decoded:
     """A batch's records decoded: run events by run, dead letters, and where each event was."""
 
@@ -171,6 +187,39 @@ def decode_records(
     return out
 
 
+def partition_slices(
+    batch: Decoded,
+    progress: Mapping[TopicPartition, int],
+    floors: Mapping[TopicPartition, int],
+    size: int,
+) -> list[Slice]:
+    """``batch`` cut into slices of whole partitions (in partition order) of at least ``size``
+    events each but the last; each partition's progress and floor go with its runs, those of
+    partitions with no run event in the batch (dead letters, skipped records) with the last."""
+    by_partition: dict[int, dict[str, list[RunEvent]]] = {}
+    for run_id, events in batch.runs.items():
+        home = batch.where[events[0].event_id].partition
+        by_partition.setdefault(home, {})[run_id] = events
+    slices: list[Slice] = []
+    current, count = Slice(), 0
+    for partition in sorted(by_partition):
+        runs = by_partition[partition]
+        current.runs.update(runs)
+        current.partitions.add(partition)
+        count += sum(len(events) for events in runs.values())
+        if count >= size:
+            slices.append(current)
+            current, count = Slice(), 0
+    if current.runs or not slices:
+        slices.append(current)
+    owner = {p: part for part in slices for p in part.partitions}
+    for tp, offset in progress.items():
+        owner.get(tp[1], slices[-1]).progress[tp] = offset
+    for tp, floor in floors.items():
+        owner.get(tp[1], slices[-1]).floors[tp] = floor
+    return slices
+
+
 def index_update(
     view: RunView,
     *,
@@ -218,8 +267,10 @@ class Applier:
         cache_size: int = 20_000,
         partitions: int | None = None,
         parked_max: int = DEFAULT_PARKED_MAX,
+        slice_records: int = SLICE_RECORDS,
     ) -> None:
         self._store = store
+        self._slice = slice_records
         self._parked_max = parked_max
         # runs whose next event may be one dropped over the parked cap: the runner re-reads
         # their records from the log (outside any read of it) and applies them as ``complete``
@@ -264,13 +315,59 @@ class Applier:
         when the records were first applied, and are not published again.
         """
         try:
-            batch = decode_records(self._codec, records, self._partitions)
-            if complete:
-                batch.letters = []
-            await self._apply(namespace, batch, progress or {}, floors or {}, complete)
+            if complete or self._partitions is None or len(records) <= self._slice:
+                batch = decode_records(self._codec, records, self._partitions)
+                if complete:
+                    batch.letters = []
+                await self._apply(namespace, batch, progress or {}, floors or {}, complete)
+            else:
+                await self._apply_sliced(namespace, records, progress or {}, floors or {})
         except BaseException:
             self._cache.clear()
             raise
+
+    async def _apply_sliced(
+        self,
+        namespace: str,
+        records: Sequence[Record],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int],
+    ) -> None:
+        """Apply ``records`` in slices of whole partitions, each committed as its own atomic
+        step (its runs' views and index entries with its partitions' progress), sent as soon
+        as it is folded: Redis runs one slice's scripts while this process folds and encodes
+        the next (DESIGN.md §16). A run's records all sit on its home partition, so slices
+        share no run: no slice's fold depends on another's commit."""
+        batch = decode_records(self._codec, records, self._partitions)
+        await self._publish_letters(batch)
+        slices = partition_slices(batch, progress, floors, self._slice)
+        states = await self._states(namespace, batch.runs)
+        flights: list[tuple[asyncio.Future[WriteOutcome], dict[str, _Fold], Slice]] = []
+        try:
+            for part in slices:
+                folds = self._fold_runs(part.runs, states, frozenset())
+                await self._publish_alerts(folds, batch)
+                writes = [f.write for f in folds.values() if f.write is not None]
+                updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
+                send = self._store.plan_commit(
+                    namespace, writes, updates, part.progress, part.floors
+                )
+                flights.append((asyncio.ensure_future(send()), folds, part))
+                await asyncio.sleep(0)  # the commit goes out before the next slice is folded
+        finally:
+            # every commit sent is waited for (never left running), the first failure raised
+            done = await asyncio.gather(*(f for f, _, _ in flights), return_exceptions=True)
+        outcomes = [o for o in done if isinstance(o, WriteOutcome)]
+        for failed in done:
+            if isinstance(failed, BaseException):
+                raise failed
+        for (_, folds, part), outcome in zip(flights, outcomes, strict=True):
+            self._settle_outcome(folds, outcome)
+            if outcome.unwritten:
+                # refolded from what is stored and committed again, as a batch's conflicts are
+                again = Decoded({r: part.runs[r] for r in outcome.unwritten if r in part.runs})
+                again.where = batch.where
+                await self._apply(namespace, again, part.progress, part.floors, frozenset())
 
     async def _apply(
         self,
@@ -280,6 +377,45 @@ class Applier:
         floors: Mapping[TopicPartition, int],
         complete: frozenset[str],
     ) -> None:
+        await self._publish_letters(batch)
+        pending = dict(batch.runs)
+        for _ in range(MAX_CONFLICT_ROUNDS):
+            folds = await self._fold_all(namespace, pending, complete)
+            # findings are durable before the progress that passes the records raising them
+            await self._publish_alerts(folds, batch)
+            writes = [f.write for f in folds.values() if f.write is not None]
+            updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
+            outcome = await self._store.commit(namespace, writes, updates, progress, floors)
+            self._settle_outcome(folds, outcome)
+            pending = {r: pending[r] for r in outcome.unwritten if r in pending}
+            if not outcome.unwritten:
+                return
+        run_id = min(pending) if pending else "?"
+        msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
+        raise ViewWriteConflictError(msg, run_id=run_id)
+
+    def _settle_outcome(self, folds: dict[str, _Fold], outcome: WriteOutcome) -> None:
+        """Cache and count what a commit wrote; forget the cached views it left unwritten."""
+        for run_id in outcome.unwritten:
+            # a fold works in place on the cached view: what was not written is unknown
+            self._cache.drop(run_id)
+        self._metrics.write_conflicts += len(outcome.conflicts)
+        for run_id, done in folds.items():
+            if run_id not in outcome.unwritten:
+                self._settle(run_id, done, expired=run_id in outcome.expired)
+
+    async def _publish_alerts(self, folds: dict[str, _Fold], batch: Decoded) -> None:
+        """Publish the folds' findings not published before."""
+        alerts = [a for done in folds.values() for a in self._alerts(done, batch)]
+        fresh = [a for a in alerts if a.alert_id not in self._alerted]
+        if fresh:
+            await self._publisher.publish(fresh)
+            self._metrics.count_alerts(a.code for a in fresh)
+            for a in fresh:
+                self._alerted.put(a.alert_id)
+
+    async def _publish_letters(self, batch: Decoded) -> None:
+        """Publish the batch's dead letters not published before."""
         letters = [x for x in batch.letters if x.event_id not in self._lettered]
         if letters:
             await self._publisher.publish(letters)
@@ -293,52 +429,40 @@ class Applier:
                     offset=letter.source_offset,
                     reason=letter.reason,
                 )
-        pending = dict(batch.runs)
-        for _ in range(MAX_CONFLICT_ROUNDS):
-            folds = await self._fold_all(namespace, pending, complete)
-            # findings are durable before the progress that passes the records raising them
-            alerts = [a for done in folds.values() for a in self._alerts(done, batch)]
-            fresh = [a for a in alerts if a.alert_id not in self._alerted]
-            if fresh:
-                await self._publisher.publish(fresh)
-                self._metrics.count_alerts(a.code for a in fresh)
-                for a in fresh:
-                    self._alerted.put(a.alert_id)
-            writes = [f.write for f in folds.values() if f.write is not None]
-            updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
-            outcome = await self._store.commit(namespace, writes, updates, progress, floors)
-            for run_id in outcome.unwritten:
-                # a fold works in place on the cached view: what was not written is unknown
-                self._cache.drop(run_id)
-            self._metrics.write_conflicts += len(outcome.conflicts)
-            for run_id, done in folds.items():
-                if run_id not in outcome.unwritten:
-                    self._settle(run_id, done, expired=run_id in outcome.expired)
-            pending = {r: pending[r] for r in outcome.unwritten if r in pending}
-            if not outcome.unwritten:
-                return
-        run_id = min(pending) if pending else "?"
-        msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
-        raise ViewWriteConflictError(msg, run_id=run_id)
 
     async def _fold_all(
         self, namespace: str, pending: dict[str, list[RunEvent]], complete: frozenset[str]
     ) -> dict[str, _Fold]:
-        states: dict[str, StoredRun] = {}
+        return self._fold_runs(pending, await self._states(namespace, pending), complete)
+
+    async def _states(
+        self, namespace: str, run_ids: Iterable[str]
+    ) -> dict[str, tuple[StoredRun, bool]]:
+        """Each run's state to fold on and whether it was loaded cold (not cached): the cache,
+        else what the store holds (all missing runs in one read), else an empty run."""
+        states: dict[str, tuple[StoredRun, bool]] = {}
         missing = []
-        for run_id in pending:
+        for run_id in run_ids:
             cached = self._cache.get(run_id)
             if cached is None:
                 missing.append(run_id)
             else:
-                states[run_id] = cached
+                states[run_id] = (cached, False)
         loaded = await self._store.load_runs(namespace, missing) if missing else {}
+        for run_id in missing:
+            state = loaded.get(run_id)
+            states[run_id] = (state or StoredRun(RunView(run_id=run_id), [], None), True)
+        return states
+
+    def _fold_runs(
+        self,
+        pending: dict[str, list[RunEvent]],
+        states: Mapping[str, tuple[StoredRun, bool]],
+        complete: frozenset[str],
+    ) -> dict[str, _Fold]:
         folds: dict[str, _Fold] = {}
         for run_id, events in pending.items():
-            cold = run_id not in states
-            state = states.get(run_id) or loaded.get(run_id)
-            if state is None:
-                state = StoredRun(RunView(run_id=run_id), [], None)
+            state, cold = states[run_id]
             status_before = state.view.status
             result = fold(state.view, state.parked + events, in_place=True)
             since = 0 if run_id in complete else state.dropped_from

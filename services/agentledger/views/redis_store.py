@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -519,6 +519,9 @@ class RedisViewStore(ViewStore):
             fresh = []
             for w in group_writes:
                 run_fields, write_args, expired = self._prepare(namespace, w, now)
+                # what the run hash holds is unknown until the reply (a later plan, made while
+                # this one is in flight, must not diff against the fields before it)
+                self._fields.pop((namespace, w.run_id), None)
                 fresh.append(run_fields)
                 keys += space.run_keys(w.run_id)
                 args += write_args
@@ -533,7 +536,6 @@ class RedisViewStore(ViewStore):
             calls.append(((COMMIT, keys, args), group_writes, covered, fresh))
         return calls
 
-    @translated
     async def commit(
         self,
         namespace: str,
@@ -544,7 +546,33 @@ class RedisViewStore(ViewStore):
     ) -> WriteOutcome:
         """See :meth:`ViewStore.commit`: one COMMIT script per slot group, all pipelined (one
         round trip; on single Redis a plain namespace is one group, hence one script)."""
+        return await self.plan_commit(namespace, writes, updates, progress, floors)()
+
+    def plan_commit(
+        self,
+        namespace: str,
+        writes: Sequence[RunWrite],
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> Callable[[], Awaitable[WriteOutcome]]:
+        """See :meth:`ViewStore.plan_commit`: the COMMIT calls are encoded now, sent by the call
+        (the runs it writes are encoded in full, never as a diff against an earlier write that
+        may still be in flight)."""
         planned = self.commit_calls(namespace, writes, updates, progress, floors)
+
+        async def send() -> WriteOutcome:
+            return await self._send_commit(namespace, planned)
+
+        return send
+
+    @translated
+    async def _send_commit(
+        self,
+        namespace: str,
+        planned: list[tuple[Call, list[RunWrite], list[str], list[dict[str, bytes]]]],
+    ) -> WriteOutcome:
+        """Send planned COMMIT calls in one pipeline; read the replies into an outcome."""
         outcome = WriteOutcome()
         if not planned:
             return outcome

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.events.models import RunEvent
@@ -294,6 +294,30 @@ class ViewStore(ViewReader):
         outcome.unwritten = set(outcome.conflicts)
         await self.update_indexes(namespace, kept, None if outcome.conflicts else progress)
         return outcome
+
+    def plan_commit(
+        self,
+        namespace: str,
+        writes: Sequence[RunWrite],
+        updates: Sequence[IndexUpdate],
+        progress: Mapping[TopicPartition, int],
+        floors: Mapping[TopicPartition, int] | None = None,
+    ) -> Callable[[], Awaitable[WriteOutcome]]:
+        """:meth:`commit` in two halves: what can be prepared now (encoding), and a call that
+        sends it later. Nothing is written before the call; the call writes what :meth:`commit`
+        would have written at that moment. A store that encodes while the caller waits for an
+        earlier commit overrides this (the Redis store); this one only defers :meth:`commit`."""
+        planned = (
+            list(writes),
+            list(updates),
+            dict(progress),
+            None if floors is None else dict(floors),
+        )
+
+        async def send() -> WriteOutcome:
+            return await self.commit(namespace, *planned)
+
+        return send
 
     @abstractmethod
     async def record_progress(
