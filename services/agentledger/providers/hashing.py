@@ -28,8 +28,25 @@ from agentledger.settings import DEFAULT_HASH_KEY
 _MAX_DEPTH = 64
 
 
+def _plain(value: object, depth: int) -> bool:
+    """True when ``value`` is plain JSON with string keys (no paths built: the common case)."""
+    if depth > _MAX_DEPTH:
+        return False
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    return False
+
+
 def _check(value: object, path: str, depth: int) -> None:
     """Raise CanonicalJsonError unless ``value`` is plain JSON with string keys."""
+    if depth == 0 and _plain(value, 0):
+        return
     if depth > _MAX_DEPTH:
         raise CanonicalJsonError(f"nested deeper than {_MAX_DEPTH} levels", path=path)
     if value is None or isinstance(value, str | bool | int):

@@ -17,12 +17,12 @@ raise :class:`ProviderRequestError`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import structlog
 
 from agentledger.errors import (
@@ -41,7 +41,7 @@ from agentledger.providers.protocol import (
     check_kind,
 )
 from agentledger.providers.settings import ProviderSettings
-from agentledger.tasks import bounded_close
+from agentledger.providers.wire import HttpPool, WireError, WireUnavailable
 from agentledger.telemetry.tracing import inject_traceparent
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -51,7 +51,8 @@ _log = structlog.get_logger(__name__)
 
 
 class HttpProvider(CompensatingProvider):
-    """Talks to one Idempotency-Key API over a pooled aiohttp session; ``async with`` it."""
+    """Talks to one Idempotency-Key API over keep-alive connections (``providers/wire.py``);
+    ``async with`` it."""
 
     def __init__(
         self,
@@ -68,10 +69,11 @@ class HttpProvider(CompensatingProvider):
             raise ProviderRequestError(msg)
         self.base_url = base_url.rstrip("/")
         self.name = name or self.base_url
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_timeout_s)
-        self._headers = dict(headers or {})
+        self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._headers = {"Accept": "application/json", **(headers or {})}
         self._id_field = id_field
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
 
     @classmethod
     def from_settings(
@@ -91,14 +93,17 @@ class HttpProvider(CompensatingProvider):
 
     async def start(self) -> None:
         """Open the connection pool (idempotent)."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        if self._pool is None:
+            try:
+                self._pool = HttpPool(self.base_url, connect_timeout_s=self._connect_timeout_s)
+            except WireError as e:
+                raise ProviderRequestError(str(e)) from e
 
     async def stop(self) -> None:
         """Close the connection pool (idempotent)."""
-        session, self._session = self._session, None
-        if session is not None:
-            await bounded_close(session.close(), "provider HTTP session")
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
 
     async def perform(self, request: EffectRequest, key: str) -> ProviderResult:
         """POST the effect with its key; the answer to a repeat is the first object."""
@@ -107,8 +112,8 @@ class HttpProvider(CompensatingProvider):
             IDEMPOTENCY_HEADER: key,
             IDENTITY_FIELDS_HEADER: ",".join(sorted(request.identity)),
         }
-        url = f"{self.base_url}/v1/{request.kind}"
-        status, body = await self._call("POST", url, key, headers=headers, payload=request.body())
+        path = f"/v1/{request.kind}"
+        status, body = await self._call("POST", path, key, headers=headers, payload=request.body())
         self._raise_for(status, body, key)
         return self._result(body, key)
 
@@ -116,8 +121,8 @@ class HttpProvider(CompensatingProvider):
         """GET by key; 404 or an empty answer means the provider never performed it."""
         check_kind(kind)
         check_key(key)
-        url = f"{self.base_url}/v1/{kind}"
-        status, body = await self._call("GET", url, key, params={"idempotency_key": key})
+        path = f"/v1/{kind}?idempotency_key={quote(key, safe='')}"
+        status, body = await self._call("GET", path, key)
         if status == 404:
             return LookupResult.missing()
         self._raise_for(status, body, key)
@@ -136,44 +141,47 @@ class HttpProvider(CompensatingProvider):
         """POST a compensation of ``external_ref`` under its own key."""
         check_kind(kind)
         check_key(key)
-        url = f"{self.base_url}/v1/{kind}/{quote(external_ref, safe='')}/compensate"
+        path = f"/v1/{kind}/{quote(external_ref, safe='')}/compensate"
         headers = {IDEMPOTENCY_HEADER: key}
-        status, body = await self._call("POST", url, key, headers=headers, payload={})
+        status, body = await self._call("POST", path, key, headers=headers, payload={})
         self._raise_for(status, body, key)
         return self._result(body, key)
 
     async def _call(
         self,
         method: str,
-        url: str,
+        path: str,
         key: str,
         *,
         headers: Mapping[str, str] | None = None,
         payload: Mapping[str, Any] | None = None,
-        params: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
         """One request, no retries; connectivity failures become ProviderUnavailableError."""
-        if self._session is None:
+        pool = self._pool
+        if pool is None:
             msg = f"{type(self).__name__} is not started: use `async with` or await start()"
             raise ProviderError(msg)
-        sent = dict(headers or {})
+        sent = {**self._headers, **(headers or {})}
         inject_traceparent(sent)  # the provider's traces join the run's (W3C trace context)
+        body = None
+        if payload is not None:
+            body = json.dumps(payload).encode()
+            sent["Content-Type"] = "application/json"
         try:
-            async with self._session.request(
-                method, url, headers=sent, json=payload, params=params
-            ) as response:
-                status = response.status
-                raw = await response.read()
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as e:
+            data = pool.request_bytes(method, pool.prefix + path, sent, body)
+            async with asyncio.timeout(self._timeout_s):
+                answer = await pool.request(method, data)
+        except (WireUnavailable, TimeoutError) as e:
+            url = self.base_url + path
             _log.warning(
                 "provider_unavailable", provider=self.name, method=method, key=key, error=repr(e)
             )
             msg = f"{self.name} gave no answer to {method} {url} (key {key}): {e!r}"
             raise ProviderUnavailableError(msg) from e
-        except aiohttp.ClientError as e:
-            msg = f"{self.name} could not be asked {method} {url}: {e!r}"
+        except WireError as e:
+            msg = f"{self.name} could not be asked {method} {self.base_url}{path}: {e}"
             raise ProviderError(msg) from e
-        return status, _decode(raw, status, self.name)
+        return answer.status, _decode(answer.body, answer.status, self.name)
 
     def _raise_for(self, status: int, body: Any, key: str) -> None:
         """Translate a non-2xx status into the port's error types."""

@@ -110,7 +110,9 @@ class ProviderResult(BaseModel):
             msg = f"provider response has no usable {id_field!r} field"
             raise ProviderError(msg)
         body = dict(response)
-        return cls(external_ref=str(ref), response_hash=response_hash(body), response=body)
+        digest = response_hash(body)  # raises unless the body is plain JSON with string keys
+        # Validated above (a non-empty ref, a JSON object): no second walk of the body.
+        return cls.model_construct(external_ref=str(ref), response_hash=digest, response=body)
 
 
 class LookupResult(BaseModel):
