@@ -169,6 +169,24 @@ async def test_written_run_loads_back_equal(store: ViewStore) -> None:
     assert await store.load("r1") == write.view
 
 
+async def test_several_runs_load_together_as_each_alone(store: ViewStore) -> None:
+    """Loading many runs at once gives each run's view, token and parked events as loading it
+    alone does, and leaves out the runs never written."""
+    ns = await live(store)
+    events = run_events("r2")
+    await put(store, ns, "r1", run_events("r1"))
+    await put(store, ns, "r2", [events[0], events[2]])
+    await put(store, ns, "r3", run_events("r3")[:2])
+    together = await store.load_runs(ns, ["r1", "never", "r2", "r3"])
+    assert sorted(together) == ["r1", "r2", "r3"]
+    for run in ("r1", "r2", "r3"):
+        alone = (await store.load_runs(ns, [run]))[run]
+        assert together[run].view == alone.view
+        assert together[run].token == alone.token
+        assert together[run].parked == alone.parked
+    assert [e.seq for e in together["r2"].parked] == [3]
+
+
 async def test_write_with_a_moved_token_is_a_conflict_and_changes_nothing(
     store: ViewStore,
 ) -> None:

@@ -6,6 +6,8 @@ Release and expiry keep the hash and its fence; only a wipe of Redis loses it, h
 
 from __future__ import annotations
 
+from functools import cache
+
 _NOW = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -92,3 +94,26 @@ for i, key in ipairs(KEYS) do
 end
 return out
 """
+
+
+@cache
+def for_many(script: str) -> str:
+    """``script`` (one lease key, ARGV of its call) run for many keys in one call (one Redis, not
+    a cluster): KEYS are the lease keys, ARGV[1] the number of arguments of each call, then
+    every call's arguments in turn -> one reply per key, as ``script`` answers for it. Each
+    key's body runs as it would alone (its KEYS and ARGV are the call's own)."""
+    return (
+        "local function one(KEYS, ARGV)\n"
+        + script
+        + """
+end
+local n = tonumber(ARGV[1])
+local out = {}
+for i, key in ipairs(KEYS) do
+  local args = {}
+  for j = 1, n do args[j] = ARGV[1 + (i - 1) * n + j] end
+  out[i] = one({key}, args)
+end
+return out
+"""
+    )

@@ -61,9 +61,7 @@ RECENT_DIGESTS = 16
 
 _UNDIGESTED: set[str] = {"event_id", "occurred_at"}  # what event_digest leaves out
 _DIGEST_PREFIX: dict[type[RunEvent], bytes] = {
-    kind: f"{kind.__name__}:".encode()
-    for kind in EVENT_TYPES
-    if issubclass(kind, RunEvent)
+    kind: f"{kind.__name__}:".encode() for kind in EVENT_TYPES if issubclass(kind, RunEvent)
 }
 #: The view fields every applied event sets (besides fence_since_seq when the fence rises).
 _ENVELOPE = frozenset({"applied_seq", "fence", "worker_id", "updated_at"})

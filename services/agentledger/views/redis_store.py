@@ -53,7 +53,14 @@ from agentledger.views.layout import (
     token_of,
 )
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
-from agentledger.views.scripts import COMMIT, LOAD_RUN, REPLACE_LIVE, UPDATE_INDEXES, WRITE_RUN
+from agentledger.views.scripts import (
+    COMMIT,
+    LOAD_RUN,
+    LOAD_RUNS,
+    REPLACE_LIVE,
+    UPDATE_INDEXES,
+    WRITE_RUN,
+)
 from agentledger.views.store import (
     IndexUpdate,
     OpenIntent,
@@ -316,19 +323,27 @@ class RedisViewStore(ViewStore):
 
         HGETALL inside MULTI/EXEC is read as the script reads it (no write of the projector
         falls between the four), without copying a 1,000-step view through Lua tables first:
-        half the server's time for a large view.
+        half the server's time for a large view. Several runs (the reconciler's claimed batch,
+        the projector's uncached runs) are read by one script instead: redis-py parses each
+        reply of a MULTI/EXEC in Python (about 70 µs of client CPU per run of four hashes, 11
+        µs for one script's single reply); the one script is atomic as a whole.
         """
         if is_cluster(self._redis):
             raw = await self._run_pipeline([(LOAD_RUN, space.run_keys(r), []) for r in run_ids])
             return [[pairs(p) for p in parts] for parts in raw]
         if not run_ids:
             return []
+        n = len(RUN_PARTS)
+        if len(run_ids) > 1:
+            keys = [key for run_id in run_ids for key in space.run_keys(run_id)]
+            [flat] = await self._run_pipeline([(LOAD_RUNS, keys, [])])
+            hashes = [pairs(h) for h in flat]
+            return [hashes[i : i + n] for i in range(0, len(hashes), n)]
         pipe = self._redis.pipeline(transaction=True)
         for run_id in run_ids:
             for key in space.run_keys(run_id):
                 pipe.hgetall(key)
         replies = list(await pipe.execute())
-        n = len(RUN_PARTS)
         return [replies[i : i + n] for i in range(0, len(replies), n)]
 
     def _decode_parked(self, value: bytes) -> RunEvent:

@@ -73,6 +73,16 @@ return {
 }
 """
 
+#: KEYS: the four hashes of each of many runs in turn (one Redis, not a cluster) -> each
+#: hash's flat HGETALL reply, in KEYS order: one reply for a batch of runs.
+LOAD_RUNS = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = redis.call('HGETALL', key)
+end
+return out
+"""
+
 #: The index entries of the runs in ARGV from position ``i`` to the end, as UPDATE_INDEXES and
 #: COMMIT both take them (one body, so the two cannot drift apart). The caller sets ``base``
 #: (how many KEYS come before the first status index), ``intents``, ``parked`` and ``now``.
