@@ -48,6 +48,17 @@ def test_every_current_schema_has_a_fast_reader(model: type[Event]) -> None:
     assert compile_reader(model, SCHEMAS.current[name], HEADER_LEN) is not None
 
 
+def test_a_codec_compiles_a_reader_when_it_first_decodes_its_kind() -> None:
+    """A new codec holds no reader until a record of a kind is decoded, then that kind's only
+    (a resume that decodes no record compiles none), and the record decodes the fast way."""
+    codec = EventCodec()
+    assert codec._fast == {}
+    event = samples()[0]
+    data = codec.encode(event)
+    assert codec.decode(data) == event
+    assert list(codec._fast) == [SCHEMAS.current_fingerprints[type(event).__name__]]
+
+
 @pytest.mark.parametrize("event", samples(), ids=lambda e: type(e).__name__)
 def test_fast_decode_equals_full_decode(event: Event) -> None:
     """Every sample decodes to the same event, with the same set fields, both ways."""

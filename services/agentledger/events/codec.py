@@ -47,16 +47,27 @@ class EventCodec:
             msg = f"no Avro schema for events {sorted(missing)} in schemas/"
             raise DecodeError(msg)
         # records written with a current schema (nearly all) take a generated reader that
-        # answers only when it is sure, else the full path below decides (see avro_fast)
+        # answers only when it is sure, else the full path below decides (see avro_fast). A
+        # reader is compiled when its first record is decoded: a process that decodes few
+        # kinds (a resume reads a view, decodes no record) does not compile two dozen.
         self._fast: dict[bytes, Reader] = {}
+        self._uncompiled: dict[bytes, tuple[type[Event], dict[str, Any]]] = {}
         for name, fp in self._schemas.current_fingerprints.items() if fast else ():
             model = EVENT_BY_NAME.get(name)
             known = self._schemas.writers.get(fp)
             if model is None or known is None or known[1] is not self._schemas.current[name]:
                 continue
-            reader = _reader(model, fp, known[1])
-            if reader is not None:
-                self._fast[fp] = reader
+            self._uncompiled[fp] = (model, known[1])
+
+    def _compiled(self, fp: bytes) -> Reader | None:
+        """The fast reader of ``fp``, compiled now if it is its first record (None: none)."""
+        wanted = self._uncompiled.pop(fp, None)
+        if wanted is None:
+            return None
+        reader = _reader(wanted[0], fp, wanted[1])
+        if reader is not None:
+            self._fast[fp] = reader
+        return reader
 
     @property
     def schemas(self) -> SchemaSet:
@@ -91,6 +102,8 @@ class EventCodec:
             )
         fp = bytes(data[2:HEADER_LEN])
         fast = self._fast.get(fp) if type(data) is bytes else None
+        if fast is None and self._uncompiled and type(data) is bytes:
+            fast = self._compiled(fp)
         if fast is not None:
             try:
                 found = fast(data)
