@@ -64,6 +64,13 @@ def kafka_options(settings: CommonSettings | None) -> dict[str, Any]:
     return options
 
 
+def compression_of(settings: CommonSettings | None) -> str | None:
+    """aiokafka's ``compression_type`` of agentledger's producers (None: uncompressed)."""
+    if settings is None or settings.kafka_compression == "none":
+        return None
+    return settings.kafka_compression
+
+
 def faust_credentials(settings: CommonSettings) -> Any:
     """The faust ``broker_credentials`` for these settings (None: plaintext).
 

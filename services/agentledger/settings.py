@@ -8,6 +8,7 @@ else reads ``os.environ``.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -40,6 +41,8 @@ ENV_PREFIX = "AGENTLEDGER_"
 DEFAULT_HASH_KEY = "agentledger-local-stack"
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+KafkaCompression = Literal["none", "gzip", "zstd", "lz4"]
+KAFKA_COMPRESSIONS: tuple[str, ...] = ("none", "gzip", "zstd", "lz4")
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 SECURITY_PROTOCOLS: tuple[str, ...] = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -164,6 +167,13 @@ class CommonSettings(BaseSettings):
             "(KAFKA-5477; aiokafka's built-in 20 ms dominates back-to-back commits)"
         ),
     )
+    kafka_compression: KafkaCompression = Field(
+        default="gzip",
+        description=(
+            "compression of the record batches agentledger's producers write: gzip (built in), "
+            "zstd or lz4 (need the cramjam package), or none; readers decode any of them"
+        ),
+    )
 
     kafka_security_protocol: SecurityProtocol = Field(
         default="PLAINTEXT",
@@ -242,6 +252,22 @@ class CommonSettings(BaseSettings):
             msg = f"{ENV_PREFIX}{name.upper()}={value!r}: use {', '.join(choices)}"
             raise ValueError(msg)
         return upper
+
+    @field_validator("kafka_compression", mode="before")
+    @classmethod
+    def _known_compression(cls, value: object) -> object:
+        """One of the codecs, and its package importable: else the start fails naming it."""
+        if not isinstance(value, str):
+            return value
+        lower = value.strip().lower() or "gzip"
+        name = f"{ENV_PREFIX}KAFKA_COMPRESSION"
+        if lower not in KAFKA_COMPRESSIONS:
+            msg = f"{name}={value!r}: use {', '.join(KAFKA_COMPRESSIONS)}"
+            raise ValueError(msg)
+        if lower in {"zstd", "lz4"} and importlib.util.find_spec("cramjam") is None:
+            msg = f"{name}={value!r} needs the cramjam package (pip install cramjam), or use gzip"
+            raise ValueError(msg)
+        return lower
 
     @model_validator(mode="after")
     def _security_consistent(self) -> Self:

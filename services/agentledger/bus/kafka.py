@@ -61,7 +61,7 @@ from agentledger.errors import (
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event, RunEvent
 from agentledger.events.topics import TopicNames
-from agentledger.kafkaclient import kafka_options
+from agentledger.kafkaclient import compression_of, kafka_options
 from agentledger.outage import Outage, backoff, outage_of, ride_out
 from agentledger.settings import CommonSettings
 from agentledger.tasks import stop_task, within
@@ -617,6 +617,7 @@ class KafkaEventLog(EventLog):
                 linger_ms=0,
                 max_request_size=MAX_REQUEST_BYTES,
                 max_batch_size=BATCH_BYTES,
+                compression_type=compression_of(self._settings),
                 client_id=f"agentledger-{self._transactional_id}",
                 **kafka_options(self._settings),
             )

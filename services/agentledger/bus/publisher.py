@@ -16,7 +16,7 @@ from agentledger.errors import PublishError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event
 from agentledger.events.topics import TopicNames
-from agentledger.kafkaclient import kafka_options
+from agentledger.kafkaclient import compression_of, kafka_options
 from agentledger.settings import CommonSettings
 from agentledger.tasks import within
 
@@ -64,6 +64,7 @@ class KafkaPublisher(EventPublisher):
                 enable_idempotence=True,
                 acks="all",
                 linger_ms=0,
+                compression_type=compression_of(self._settings),
                 client_id=self._client_id,
                 **kafka_options(self._settings),
             ),
