@@ -27,6 +27,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.projector.bulk import InProcessReplayer, Progress, Replayer
 from agentledger.projector.parking import DEFAULT_PARKED_MAX
 from agentledger.projector.ports import LogReader
+from agentledger.views.layout import same_value
 from agentledger.views.store import SnapshotValue, TopicPartition, ViewStore
 
 log = structlog.get_logger(__name__)
@@ -217,8 +218,9 @@ def compare(live: dict[str, SnapshotValue], rebuilt: dict[str, SnapshotValue]) -
         if kind_a != kind_b:
             out.differences.append(f"{key}: live is a {kind_a}, rebuilt is a {kind_b}")
         elif isinstance(a, dict) and isinstance(b, dict):
+            part = key.rsplit(":", 1)[-1]
             for name in sorted(set(a) | set(b)):
-                if a.get(name) != b.get(name):
+                if not same_value(part, a.get(name), b.get(name)):
                     out.differences.append(
                         f"{key} [{name}]: live={_show(a.get(name))} rebuilt={_show(b.get(name))}"
                     )

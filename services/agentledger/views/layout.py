@@ -6,12 +6,16 @@ The run hash holds the scalar fields (plain strings as-is, everything else compa
 must be re-read from there); ``applied_seq`` and ``_parked`` together are the token a writer
 compares before it replaces the run, so dropping events over the cap moves the token too.
 Steps and effects live in their own hashes, one field per step index / idempotency key, so a
-batch writes only what it touched.
+batch writes only what it touched. Their values are the model's JSON without the fields at their
+defaults; one of :data:`DEFLATE_MIN_BYTES` or more is stored as raw DEFLATE behind
+:data:`DEFLATED` (a step's result is most of a view's bytes). A value written before either
+(the full JSON) reads the same.
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -71,14 +75,56 @@ def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, b
     return fields
 
 
+#: A steps or effects value at least this long is stored deflated.
+DEFLATE_MIN_BYTES = 256
+#: The mark of a deflated value: JSON never starts with a NUL byte.
+DEFLATED = b"\x00z"
+# Level 1: hex and prose results compress about as well as at 6, in less CPU.
+_DEFLATE_LEVEL = 1
+
+
+def _packed(data: bytes) -> bytes:
+    """``data`` deflated behind its mark when that is long enough and shorter."""
+    if len(data) < DEFLATE_MIN_BYTES:
+        return data
+    packed = zlib.compress(data, _DEFLATE_LEVEL, wbits=-15)
+    return DEFLATED + packed if len(packed) + len(DEFLATED) < len(data) else data
+
+
+def unpacked(value: bytes | str) -> str:
+    """The JSON text of a steps or effects value, deflated or not (memory stores keep str)."""
+    if isinstance(value, bytes):
+        if value.startswith(DEFLATED):
+            return zlib.decompress(value[len(DEFLATED) :], wbits=-15).decode()
+        return value.decode()
+    return value
+
+
 def encode_step(step: StepView) -> bytes:
     """One field value of the steps hash."""
-    return step.model_dump_json().encode()
+    return _packed(step.model_dump_json(exclude_defaults=True).encode())
 
 
 def encode_effect(effect: EffectView) -> bytes:
     """One field value of the effects hash."""
-    return effect.model_dump_json().encode()
+    return _packed(effect.model_dump_json(exclude_defaults=True).encode())
+
+
+_PART_MODELS: dict[str, type[StepView] | type[EffectView]] = {
+    "steps": StepView,
+    "effects": EffectView,
+}
+
+
+def same_value(part: str, a: object, b: object) -> bool:
+    """Whether two stored values of a run's ``part`` hash hold the same thing: equal, or a step
+    or effect encoded two ways (a value written before deflating and default-less JSON)."""
+    if a == b:
+        return True
+    model = _PART_MODELS.get(part)
+    if model is None or not isinstance(a, bytes | str) or not isinstance(b, bytes | str):
+        return False
+    return model.model_validate_json(unpacked(a)) == model.model_validate_json(unpacked(b))
 
 
 def token_of(run_hash: dict[bytes, bytes] | dict[str, bytes]) -> Token:
@@ -131,10 +177,10 @@ def decode_run(
         value = _text(raw_value)
         parts.append(prefix + (_quote(value) if plain else value))
     if steps:
-        inner = ",".join(f'"{int(_text(k))}":{_text(v)}' for k, v in steps.items())
+        inner = ",".join(f'"{int(_text(k))}":{unpacked(v)}' for k, v in steps.items())
         parts.append(f'"steps":{{{inner}}}')
     if effects:
-        inner = ",".join(f"{_quote(_text(k))}:{_text(v)}" for k, v in effects.items())
+        inner = ",".join(f"{_quote(_text(k))}:{unpacked(v)}" for k, v in effects.items())
         parts.append(f'"effects":{{{inner}}}')
     view: RunView = _RUN_VALIDATOR.validate_json("{" + ",".join(parts) + "}")
     return view

@@ -1,0 +1,89 @@
+"""Steps and effects values are stored compactly (no default fields, deflated when long), and
+values written before that (the full JSON) still decode and compare equal."""
+
+from __future__ import annotations
+
+from agentledger.views.layout import (
+    DEFLATE_MIN_BYTES,
+    DEFLATED,
+    decode_run,
+    encode_effect,
+    encode_run,
+    encode_step,
+    same_value,
+)
+from agentledger.views.model import CheckView, EffectView, RunView, StepView
+
+RESULT = '{"role":"assistant","content":"' + "0123456789abcdef" * 64 + '"}'
+
+
+def big_step() -> StepView:
+    """A checkpointed step with a 1 KB result, like the bench's."""
+    return StepView(
+        step=3,
+        name="s00003",
+        status="checkpointed",
+        attempts=1,
+        result_json=RESULT,
+        checks=[CheckView(check="completed", passed=True)],
+    )
+
+
+def effect() -> EffectView:
+    """An effect with its long hashes and request, succeeded."""
+    return EffectView(
+        idempotency_key="al1-notify-s3-o0-" + "a" * 32,
+        step=3,
+        ordinal=0,
+        effect="notify",
+        provider="sandbox",
+        kind="emails",
+        identity_hash="hmac-sha256:" + "b" * 64,
+        payload_hash="hmac-sha256:" + "c" * 64,
+        request_json='{"identity":{"run":"r","step":3},"free_text":{"body":"' + "d" * 64 + '"}}',
+        state="succeeded",
+        external_ref="em_1",
+        intended_at=1,
+    )
+
+
+def view_with(steps: dict[bytes, bytes], effects: dict[bytes, bytes]) -> RunView:
+    """The run decoded from a minimal run hash and the given steps and effects hashes."""
+    run = {k.encode(): v for k, v in encode_run(RunView(run_id="r"), parked=0).items()}
+    return decode_run(run, steps, effects)
+
+
+def test_a_long_step_is_deflated_and_decodes_back_equal() -> None:
+    """A step whose JSON is long is stored deflated behind the mark, in fewer bytes than its
+    full JSON, and the run decodes to the same step."""
+    step = big_step()
+    stored = encode_step(step)
+    assert stored.startswith(DEFLATED)
+    assert len(stored) < len(step.model_dump_json()) * 0.8
+    assert view_with({b"3": stored}, {}).steps == {3: step}
+
+
+def test_a_short_value_stays_json_without_its_defaults() -> None:
+    """A value under the threshold is plain JSON, and fields at their defaults are left out."""
+    step = StepView(step=0, name="a")
+    stored = encode_step(step)
+    assert len(stored) < DEFLATE_MIN_BYTES
+    assert stored == b'{"step":0,"name":"a"}'
+    assert view_with({b"0": stored}, {}).steps == {0: step}
+
+
+def test_values_written_before_compaction_still_decode_and_compare_equal() -> None:
+    """The full JSON an older projector wrote decodes to the same view as the compact value,
+    and views verify's comparison takes the two for the same value."""
+    step, eff = big_step(), effect()
+    old_step, old_effect = step.model_dump_json().encode(), eff.model_dump_json().encode()
+    new_step, new_effect = encode_step(step), encode_effect(eff)
+    assert new_effect.startswith(DEFLATED)
+    key = eff.idempotency_key.encode()
+    assert view_with({b"3": old_step}, {key: old_effect}) == view_with(
+        {b"3": new_step}, {key: new_effect}
+    )
+    assert same_value("steps", old_step, new_step)
+    assert same_value("effects", old_effect, new_effect)
+    assert not same_value("steps", old_step, encode_step(StepView(step=3, name="s00003")))
+    assert not same_value("run", b"1", b"2")
