@@ -43,6 +43,6 @@ def test_zstd_without_its_package_is_refused(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(importlib.util, "find_spec", without_cramjam)
     for codec in ("zstd", "lz4"):
-        with pytest.raises(ValidationError, match="AGENTLEDGER_KAFKA_COMPRESSION=.*cramjam"):
+        with pytest.raises(ValidationError, match=r"AGENTLEDGER_KAFKA_COMPRESSION=.*cramjam"):
             CommonSettings(kafka_compression=codec)
     assert CommonSettings(kafka_compression="gzip").kafka_compression == "gzip"
