@@ -13,7 +13,7 @@ from agentledger.errors import ViewsRegressedError, ViewsWipedError
 from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunStarted, StepStarted
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RunEvent
-from agentledger.projector.applier import Applier
+from agentledger.projector.applier import Applier, index_update
 from agentledger.projector.memory import CollectingPublisher
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
@@ -22,7 +22,7 @@ from agentledger.views import RunView, fold
 from agentledger.views.keys import STATUSES, Keys
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.views.store import IndexUpdate, RunWrite, StoredRun, ViewStore
+from agentledger.views.store import IndexUpdate, OpenIntent, RunWrite, StoredRun, ViewStore
 from agentledger.views.store import TopicPartition as Tp
 
 DAY = 24 * 3600 * 1000
@@ -613,3 +613,57 @@ async def test_a_slice_whose_run_moved_meanwhile_is_refolded_and_committed(
         assert views[run] == fold(RunView(run_id=run), run_events(run, finished_at=50)).view
     assert metrics.write_conflicts >= 1  # the refold path was taken
     assert await store.read_progress(ns) == ends
+
+
+async def test_write_fresh_stores_what_write_runs_and_update_indexes_store(
+    store: ViewStore, clock: Clock
+) -> None:
+    """A rebuild's one-call write into a fresh namespace gives, key for key, what token-checked
+    writes and index updates give: TTLs, parked events, open intents, and a run past retention
+    stored nowhere."""
+    clock.now = 10 * DAY
+    parked_run = run_events("c")
+    runs = {
+        "a": run_events("a", finished_at=clock.now - 1000),
+        "b": run_events("b", finished_at=clock.now - 2 * DAY),
+        "c": [parked_run[0], parked_run[2]],
+        "d": run_events("d"),
+    }
+    writes, updates = [], {}
+    for run, events in runs.items():
+        result = fold(RunView(run_id=run), events)
+        view = result.view
+        writes.append(
+            RunWrite(
+                run_id=run,
+                expected=None,
+                view=view,
+                steps=set(view.steps),
+                effects=set(view.effects),
+                parked=result.parked,
+                parked_changed=bool(result.parked),
+            )
+        )
+        updates[run] = index_update(
+            view, cold=True, status_before=view.status, effects=(), parked=bool(result.parked)
+        )
+    fresh, slow = await store.create_namespace(), await store.create_namespace()
+    outcome = await store.write_fresh(fresh, writes, updates)
+    assert outcome.expired == {"b"}
+    assert not outcome.conflicts
+    slow_outcome = await store.write_runs(slow, writes)
+    await store.update_indexes(
+        slow, [updates[w.run_id] for w in writes if w.run_id not in slow_outcome.expired]
+    )
+    snap = await store.snapshot(fresh)
+    assert snap == await store.snapshot(slow)
+    assert snap[key(fresh, "a", "run")][2]
+    assert key(fresh, "c", "parked") in snap
+    assert not any("b" in name.split(":") for name in snap)
+    assert [i.idempotency_key for i in await _open_in(store, fresh)] == ["d:k0"]
+
+
+async def _open_in(store: ViewStore, namespace: str) -> list[OpenIntent]:
+    """The open intents of ``namespace`` (read through the live pointer)."""
+    await store.swap(namespace)
+    return await store.open_intents()

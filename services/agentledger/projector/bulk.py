@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.events.codec import EventCodec
+from agentledger.events.keying import partition_for, run_key
 from agentledger.events.models import RunEvent
 from agentledger.projector.applier import decode_records, index_update
 from agentledger.projector.parking import DEFAULT_PARKED_MAX, bounded_parked, unique_parked
@@ -104,19 +105,41 @@ class PartitionFold:
         self._counts = counts
         self._partitions = partitions
         self._runs: dict[str, _Run] = {}
+        #: the partition each run's key belongs on (murmur2 once per run, not per record)
+        self._homes: dict[str, int] = {}
 
     def add(self, records: Sequence[Record]) -> None:
         """Fold a chunk of records (each partition's in offset order)."""
-        decoded = decode_records(self._codec, records, self._partitions)
+        # decode_records would check each record's partition with a murmur2 of its key: the key
+        # is the run id on every record of a run, so the check is done here with one per run
+        decoded = decode_records(self._codec, records)
         self._counts.records += len(records)
         self._counts.dead_letters += len(decoded.letters)
-        for run_id, events in decoded.runs.items():
+        for run_id, found in decoded.runs.items():
+            events = found
+            if self._partitions is not None:
+                events = self._placed(run_id, found, decoded.where, self._partitions)
+                if not events:
+                    continue
             state = self._runs.get(run_id)
             if state is None:
                 state = self._runs[run_id] = _Run(RunView(run_id=run_id))
             result = fold(state.view, state.parked + events, in_place=True)
             self._counts.applied += len(result.applied)
             state.parked = unique_parked(result.parked)
+
+    def _placed(
+        self, run_id: str, events: list[RunEvent], where: Mapping[str, Record], partitions: int
+    ) -> list[RunEvent]:
+        """``events`` of ``run_id`` whose records sit on the partition of their key; the rest
+        are dead letters (counted), as :func:`~.applier.misplaced` makes them: a reader of the
+        run only ever sees its key's partition."""
+        home = self._homes.get(run_id)
+        if home is None:
+            home = self._homes[run_id] = partition_for(run_key(run_id), partitions)
+        kept = [e for e in events if where[e.event_id].partition == home]
+        self._counts.dead_letters += len(events) - len(kept)
+        return kept
 
     def writes(self) -> tuple[list[RunWrite], dict[str, IndexUpdate]]:
         """Each run's one write (from nothing stored) and its index entries."""
@@ -163,13 +186,8 @@ async def _write(
 
     async def one(part: list[RunWrite]) -> None:
         async with limit:
-            outcome = await store.write_runs(namespace, part)
-            if outcome.conflicts:
-                msg = f"runs {sorted(outcome.conflicts)[:3]} changed in a fresh namespace"
-                raise RuntimeError(msg)
-            # a run already past retention was deleted by its write: it is indexed nowhere
-            entries = [updates[w.run_id] for w in part if w.run_id not in outcome.expired]
-            await store.update_indexes(namespace, entries)
+            outcome = await store.write_fresh(namespace, part, updates)
+            # a run already past retention was written and indexed nowhere
             counts.runs_written += len(part) - len(outcome.expired)
 
     async with asyncio.TaskGroup() as tg:

@@ -52,6 +52,7 @@ from agentledger.views.layout import (
     token_for,
     token_of,
 )
+from agentledger.views.redis_fresh import WRITE_FRESH, fresh_calls
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
 from agentledger.views.scripts import (
     COMMIT,
@@ -371,6 +372,26 @@ class RedisViewStore(ViewStore):
             elif result == 2:
                 outcome.expired.add(write.run_id)
             self._settle(namespace, write, fields, written=result == 1)
+        return outcome
+
+    @translated
+    async def write_fresh(
+        self, namespace: str, writes: Sequence[RunWrite], updates: Mapping[str, IndexUpdate]
+    ) -> WriteOutcome:
+        """See :meth:`ViewStore.write_fresh`: one WRITE_FRESH script per slot group, pipelined
+        (see :mod:`.redis_fresh`); no token is compared and the field cache is left alone."""
+        calls, expired = fresh_calls(
+            self._keys.space(namespace),
+            writes,
+            updates,
+            codec=self._codec,
+            retention_ms=self._retention_ms,
+            now=self._clock(),
+        )
+        if calls:
+            await self._run_pipeline([(WRITE_FRESH, keys, args) for keys, args in calls])
+        outcome = WriteOutcome()
+        outcome.expired = expired
         return outcome
 
     def _prepare(

@@ -247,6 +247,23 @@ class ViewStore(ViewReader):
         A finished run is given the retention TTL; one already past it is deleted (expired).
         """
 
+    async def write_fresh(
+        self, namespace: str, writes: Sequence[RunWrite], updates: Mapping[str, IndexUpdate]
+    ) -> WriteOutcome:
+        """Store runs and then their index entries (``updates`` by run id) in a namespace that
+        nobody else writes or reads yet (a rebuild's), as :meth:`write_runs` and
+        :meth:`update_indexes` would: a run past retention is written nowhere and indexed
+        nowhere (``outcome.expired``). Raises RuntimeError if a run was there already. Stores
+        with a cheaper way to fill a fresh namespace override this (the Redis store)."""
+        outcome = await self.write_runs(namespace, writes)
+        if outcome.conflicts:
+            msg = f"runs {sorted(outcome.conflicts)[:3]} changed in a fresh namespace"
+            raise RuntimeError(msg)
+        await self.update_indexes(
+            namespace, [updates[w.run_id] for w in writes if w.run_id not in outcome.expired]
+        )
+        return outcome
+
     @abstractmethod
     async def update_indexes(
         self,
