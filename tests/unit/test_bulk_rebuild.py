@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 
-from agentledger.bus.partitioning import run_key
+import pytest
+
+from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.events import EventCodec, RunEvent
 from agentledger.events.models import EffectIntended
 from agentledger.projector.bulk import (
@@ -165,3 +167,27 @@ async def test_a_log_smaller_than_the_replayers_minimum_folds_in_this_process() 
     )
     assert result.differences == []
     assert result.keys_compared > 20
+
+
+@pytest.mark.parametrize("number_known", [False, True])
+def test_records_off_their_keys_partition_are_dead_letters_not_folded(number_known: bool) -> None:
+    """A run's records on a partition its key does not belong on are counted as dead letters
+    and never folded, whether or not the fold is told its partition number; the runs that are
+    in place are folded as usual."""
+    codec = EventCodec()
+    partitions = 4
+    home = {r: partition_for(run_key(r), partitions) for r in (f"r{n}" for n in range(20))}
+    placed = next(r for r, p in home.items() if p == 1)
+    stray = next(r for r, p in home.items() if p != 1)
+    counts = BulkCounts()
+    fold = PartitionFold(codec, counts, partitions, number=1 if number_known else None)
+    records = [
+        Record(TOPICS.steps, 1, n, run_key(e.run_id), codec.encode(e))
+        for n, e in enumerate(run_events(placed, steps=1) + run_events(stray, steps=1))
+    ]
+    fold.add(records[:5])
+    fold.add(records[5:])
+    writes, _ = fold.writes()
+    assert [w.run_id for w in writes] == [placed]
+    assert counts.dead_letters == len(run_events(stray, steps=1))
+    assert counts.applied == len(run_events(placed, steps=1))

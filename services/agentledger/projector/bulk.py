@@ -99,8 +99,11 @@ class PartitionFold:
         counts: BulkCounts,
         partitions: int | None = None,
         parked_max: int = DEFAULT_PARKED_MAX,
+        number: int | None = None,
     ) -> None:
         self._codec = codec
+        #: the partition number every record is on, when the caller knows it (one per fold)
+        self._number = number
         self._parked_max = parked_max
         self._counts = counts
         self._partitions = partitions
@@ -137,9 +140,15 @@ class PartitionFold:
         home = self._homes.get(run_id)
         if home is None:
             home = self._homes[run_id] = partition_for(run_key(run_id), partitions)
+        if self._number is not None:
+            return events if home == self._number else self._dead(events)
         kept = [e for e in events if where[e.event_id].partition == home]
         self._counts.dead_letters += len(events) - len(kept)
         return kept
+
+    def _dead(self, events: list[RunEvent]) -> list[RunEvent]:
+        self._counts.dead_letters += len(events)
+        return []
 
     def writes(self) -> tuple[list[RunWrite], dict[str, IndexUpdate]]:
         """Each run's one write (from nothing stored) and its index entries."""
@@ -262,7 +271,7 @@ async def fold_ranges(
     async with asyncio.TaskGroup() as tg:
         writing: asyncio.Task[None] | None = None
         for number in sorted(by_number):
-            part = PartitionFold(codec, counts, partitions, parked_max)
+            part = PartitionFold(codec, counts, partitions, parked_max, number=number)
             async for records in reader.read(by_number[number], chunk):
                 part.add(records)
                 if on_records is not None:
