@@ -35,6 +35,11 @@ CALLS: dict[str, Call] = {
         "v1", [RunWrite(run_id="r1", expected=None, view=RunView(run_id="r1"))]
     ),
     "update_indexes": lambda s: s.update_indexes("v1", [IndexUpdate("r1", "running")]),
+    "write_fresh": lambda s: s.write_fresh(
+        "v1",
+        [RunWrite(run_id="r1", expected=None, view=RunView(run_id="r1"))],
+        {"r1": IndexUpdate("r1", "new")},
+    ),
     "record_progress": lambda s: s.record_progress("v1", {("t", 0): 1}),
     "commit": lambda s: s.commit("v1", [], [IndexUpdate("r1", "running")], {("t", 0): 1}),
     "read_progress": lambda s: s.read_progress("v1"),
