@@ -30,9 +30,7 @@ async def test_views_behind_give_the_view_plus_the_unapplied_tail() -> None:
     applied = {(p.topic, p.partition): p.offset for p in await log.run_end_positions(RUN)}
     await views.record_progress(namespace, applied)
     await log.publish(rest)
-    claimer = RunClaimer(
-        log, views, leases, owner="reconciler", ttl_ms=5_000, barrier_s=0.0, partitions=2
-    )
+    claimer = RunClaimer(log, views, leases, owner="reconciler", ttl_ms=5_000, barrier_s=0.0)
     async with claimer.claim(RUN) as claim:
         assert claim.view.applied_seq == len(events)
         assert claim.view == fold(RunView(run_id=RUN), events).view

@@ -75,6 +75,11 @@ class HttpProvider(CompensatingProvider):
         self._id_field = id_field
         self._pool: HttpPool | None = None
 
+    @property
+    def timeout_s(self) -> float:
+        """The bound of one whole call (connecting, sending, reading the answer)."""
+        return self._timeout_s
+
     @classmethod
     def from_settings(
         cls, settings: ProviderSettings, *, url: str | None = None, name: str | None = None

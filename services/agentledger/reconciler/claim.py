@@ -62,7 +62,6 @@ class RunClaimer:
         owner: str,
         ttl_ms: int,
         barrier_s: float,
-        partitions: int,
         io_concurrency: int = 32,
     ) -> None:
         self.log = log
@@ -71,7 +70,6 @@ class RunClaimer:
         self.owner = owner
         self._ttl_ms = ttl_ms
         self._barrier_s = barrier_s
-        self._partitions = partitions
         # Bounds the per-run reads of a batch whose views are behind (a connection each).
         self._io = asyncio.Semaphore(io_concurrency)
 

@@ -146,7 +146,9 @@ class ProviderPool:
         adapter = self.adapter(name)
         if adapter is None:
             return self._no_adapter(name)
-        return await self._call(name, lambda: adapter.lookup(kind, key))
+        return await self._call(
+            name, lambda: adapter.lookup(kind, key), timed=self._timed(adapter, name)
+        )
 
     async def compensate(
         self, name: str, kind: str, external_ref: str, key: str
@@ -165,7 +167,18 @@ class ProviderPool:
         adapter = self.adapter(name)
         return adapter is not None and supports_compensation(adapter)
 
-    async def _call(self, name: str, call: Callable[[], Awaitable[T]]) -> T | ProviderError:
+    def _timed(self, adapter: Provider, name: str) -> bool:
+        """True when ``adapter`` bounds its own calls within the policy's timeout (an HTTP
+        adapter built with it): no second timer per call is needed."""
+        return (
+            isinstance(adapter, HttpProvider) and adapter.timeout_s <= self._policy(name).timeout_s
+        )
+
+    async def _call(
+        self, name: str, call: Callable[[], Awaitable[T]], *, timed: bool = False
+    ) -> T | ProviderError:
+        """``call`` within the provider's concurrency, timeout (the adapter's own when ``timed``)
+        and tries; the error that ended the tries instead of raising it."""
         policy = self._policy(name)
         limit = self._limits.get(name)
         if limit is None:
@@ -176,8 +189,11 @@ class ProviderPool:
         for attempt in range(1, policy.attempts + 1):
             try:
                 async with limit:
-                    async with asyncio.timeout(policy.timeout_s):
+                    if timed:
                         result = await call()
+                    else:
+                        async with asyncio.timeout(policy.timeout_s):
+                            result = await call()
             except TimeoutError:
                 last = ProviderUnavailableError(f"{name} did not answer in {policy.timeout_s}s")
             except ProviderUnavailableError as e:

@@ -139,7 +139,6 @@ class Reconciler:
             owner=self.owner,
             ttl_ms=settings.reconciler_lease_ttl_ms,
             barrier_s=settings.reconciler_barrier_timeout_s,
-            partitions=settings.run_partitions,
             io_concurrency=min(settings.reconciler_run_concurrency, MAX_REDIS_IN_FLIGHT),
         )
         self.watch = RunWatch(settings, log=log, views=views, leases=leases, book=book, clock=clock)

@@ -87,7 +87,6 @@ class Settler:
         book: AlertBook,
         ttl_ms: int,
         barrier_s: float,
-        partitions: int,
         clock: Callable[[], int] = now_ms,
         intake: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
@@ -98,7 +97,6 @@ class Settler:
         self._book = book
         self._ttl_ms = ttl_ms
         self._barrier_s = barrier_s
-        self._partitions = partitions
         self._clock = clock
 
     async def settle(self, run_id: str, effect: str, v: Verdict) -> Settled:
@@ -117,7 +115,6 @@ class Settler:
             owner=v.writer,
             ttl_ms=self._ttl_ms,
             barrier_s=self._barrier_s,
-            partitions=self._partitions,
         )
         try:
             async with claimer.claim(run_id, floor=view.fence) as claim:
@@ -175,5 +172,4 @@ async def open_settler(settings: ReconcilerSettings) -> AsyncIterator[Settler]:
             book=book,
             ttl_ms=settings.reconciler_lease_ttl_ms,
             barrier_s=settings.reconciler_barrier_timeout_s,
-            partitions=settings.run_partitions,
         )
