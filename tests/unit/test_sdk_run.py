@@ -77,7 +77,8 @@ async def test_every_event_carries_the_envelope_with_gapless_seq() -> None:
 
 
 async def test_commits_per_step_and_what_goes_together() -> None:
-    """Intent commits alone before the call; outcome, acceptance and checkpoint share one commit."""
+    """Intent commits alone before the call; outcome, acceptance and checkpoint share one commit;
+    a step without an accept= check records no acceptance, only its checkpoint."""
     async with LedgerEnvironment() as env:
         async with env.ledger().run(spec(plan=("pay", "note"))) as run:
 
@@ -85,15 +86,19 @@ async def test_commits_per_step_and_what_goes_together() -> None:
                 await step.effect("charge", REQUEST)
                 return "paid"
 
-            await run.step("pay", pay)
+            await run.step("pay", pay, accept=lambda v: v == "paid")
             await run.step("note", lambda s: const("ok"))
             assert run.commits == 3
         assert env.log.batch_types() == [
             ["RunStarted", "StepStarted", "EffectIntended"],
             ["EffectRecorded", "AcceptanceEvaluated", "StepCheckpointed"],
-            ["StepStarted", "AcceptanceEvaluated", "StepCheckpointed"],
+            ["StepStarted", "StepCheckpointed"],
             ["RunFinished"],
         ]
+        view = await env.view("r1")
+        assert [(c.check, c.passed) for c in view.steps[0].checks] == [("accept", True)]
+        assert view.steps[1].checks == []
+        assert view.cursor == 2
 
 
 async def test_intent_is_durable_before_the_provider_is_called() -> None:
@@ -130,7 +135,7 @@ async def test_durable_activity_commits_and_deferred_one_rides_along() -> None:
             assert await run.step("a", body) == ["x", "y"]
         assert env.log.batch_types()[:2] == [
             ["RunStarted", "StepStarted", "ActivityRecorded"],
-            ["ActivityRecorded", "AcceptanceEvaluated", "StepCheckpointed"],
+            ["ActivityRecorded", "StepCheckpointed"],
         ]
         assert (await env.view("r1")).budget.tokens == 5
 

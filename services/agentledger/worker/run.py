@@ -71,9 +71,11 @@ _TERMINAL: tuple[type[AgentLedgerError], ...] = (
 async def _evaluate(
     accept: Accept | None, value: Any, *, run_id: str, step: int, name: str
 ) -> list[Check]:
-    """Run the acceptance check; no check means one passing ``completed`` check."""
+    """Run the acceptance check. Without one there is nothing to evaluate and nothing to
+    record: the checkpoint alone says the step completed (an AcceptanceEvaluated record per
+    step would add a third topic, its batch and its commit marker, to every step's commit)."""
     if accept is None:
-        return [Check("completed", passed=True)]
+        return []
     outcome = accept(value)
     if inspect.isawaitable(outcome):
         outcome = await outcome
