@@ -30,6 +30,7 @@ from bench.peers.base import Env
 from bench.peers.kafka_size import kafka_data_dir
 from bench.peers.ledger_sdk import settings_for
 
+BREAKDOWN_SETTLE_S = 3.0
 BATCH_HEADER_BYTES = 61  # record batch v2: baseOffset .. recordsCount
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
@@ -203,6 +204,7 @@ async def _main(steps: list[int], peers: list[str], namespace: str, breakdown: b
                 flush=True,
             )
             if breakdown and name.startswith("agentledger"):
+                await asyncio.sleep(BREAKDOWN_SETTLE_S)  # the projector's last batch
                 ws = settings_for(env, namespace)
                 sizes, counts = await redis_breakdown(env.redis_url or "", ws.key_prefix)
                 _print_breakdown(env, list(topic_names(ws).run_topics), sizes, counts)
