@@ -1,8 +1,9 @@
 """A small keep-alive HTTP/1.1 client: the provider adapter's connections to one base URL.
 
 A lookup is one short request and one small JSON answer, made once per intent by the reconciler
-and once per resumed effect by a worker; aiohttp's general client spent about 270 µs of CPU on
-each (its request object, tracing hooks, cookie jar, header multidicts), this one about 70 µs.
+and once per resumed effect by a worker; through aiohttp's general client (its request object,
+tracing hooks, cookie jar, header multidicts) the adapter spent about 270 µs of CPU on each,
+through this one about 130 µs (the bare exchange about 70 µs).
 It speaks what an ``Idempotency-Key`` API needs and nothing more: requests with a JSON body or
 none; answers delimited by ``Content-Length``, chunked, or by the connection's close; 1xx
 interim answers skipped; no redirects followed, no compression asked for, no proxies, no
