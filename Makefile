@@ -17,7 +17,22 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-venv: $(STAMP)
+# The Avro readers compiled with mypyc (agentledger/events/avro_compiled.py); NATIVE=0 (or no
+# compiler) leaves them interpreted. A build older than its sources is never used (hash check).
+NATIVE ?= 1
+NATIVE_STAMP := $(VENV)/.native
+NATIVE_SOURCES := $(addprefix services/agentledger/events/,avro_fast.py avro_compiled.py models.py) \
+  $(wildcard schemas/*.avsc)
+$(NATIVE_STAMP): $(STAMP) $(NATIVE_SOURCES)
+ifeq ($(NATIVE),1)
+	@$(BIN)/python -m agentledger.events.avro_compiled >$(VENV)/native-build.log 2>&1 \
+	  || echo "[make] compiled Avro readers not built (see $(VENV)/native-build.log): interpreted"
+else
+	rm -f services/agentledger/events/_avro_readers*
+endif
+	@touch $@
+
+venv: $(STAMP) $(NATIVE_STAMP)
 
 demo: venv
 	$(BIN)/agentledger demo $(DEMO_ARGS)

@@ -12,6 +12,7 @@ import pytest
 
 from agentledger.errors import DecodeError
 from agentledger.events import EVENT_TYPES, Event, EventCodec
+from agentledger.events import avro_compiled, avro_fast
 from agentledger.events.avro_fast import compile_reader
 from agentledger.events.codec import HEADER_LEN, MAGIC
 from agentledger.events.schemas import default_schema_set
@@ -20,6 +21,8 @@ from .event_samples import samples
 
 FAST = EventCodec()
 FULL = EventCodec(fast=False)
+#: The exec'd readers, whether or not `make venv` compiled them: both paths meet the oracles.
+INTERPRETED = EventCodec(compiled=False)
 SCHEMAS = default_schema_set()
 
 
@@ -64,6 +67,7 @@ def test_fast_decode_equals_full_decode(event: Event) -> None:
     """Every sample decodes to the same event, with the same set fields, both ways."""
     data = FAST.encode(event)
     assert _outcome(FAST, data) == _outcome(FULL, data)
+    assert _outcome(INTERPRETED, data) == _outcome(FULL, data)
     assert FAST.decode(data) == event
 
 
@@ -127,6 +131,7 @@ def test_bounds_avro_allows_are_still_dead_lettered(
     with pytest.raises(DecodeError, match=reason):
         FAST.decode(data)
     assert _outcome(FAST, data) == _outcome(FULL, data)
+    assert _outcome(INTERPRETED, data) == _outcome(FULL, data)
 
 
 def test_literal_values_and_model_validators_are_still_checked() -> None:
@@ -170,6 +175,7 @@ def test_literal_values_and_model_validators_are_still_checked() -> None:
         with pytest.raises(DecodeError, match=reason):
             FAST.decode(data)
         assert _outcome(FAST, data) == _outcome(FULL, data)
+        assert _outcome(INTERPRETED, data) == _outcome(FULL, data)
 
 
 def test_non_canonical_encodings_decode_as_fastavro_reads_them() -> None:
@@ -188,3 +194,56 @@ def test_non_canonical_encodings_decode_as_fastavro_reads_them() -> None:
     ]
     for data in cases:
         assert _outcome(FAST, data) == _outcome(FULL, data), data.hex()
+        assert _outcome(INTERPRETED, data) == _outcome(FULL, data), data.hex()
+
+
+def _is_compiled(reader: object) -> bool:
+    """Whether ``reader`` is a mypyc-compiled function (exec'd ones carry their bytecode)."""
+    return callable(reader) and not hasattr(reader, "__code__")
+
+
+def test_a_reader_is_served_compiled_only_under_the_hash_of_its_own_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compiled table is looked up under the hash of the reader's current text: that text
+    gets the table's function, an edited text (a stale build's entry) is exec'd instead."""
+    schema = SCHEMAS.current["StepStarted"]
+    models = {m.__name__: m for m in EVENT_TYPES}
+    source = avro_fast.reader_source(models["StepStarted"], schema, HEADER_LEN)
+    assert source is not None
+
+    def built(data: bytes) -> object:
+        return ("built", data)
+
+    monkeypatch.setattr(avro_compiled, "readers", lambda: {avro_fast.source_hash(source): built})
+    assert compile_reader(models["StepStarted"], schema, HEADER_LEN) is built
+    assert compile_reader(models["StepStarted"], schema, HEADER_LEN, compiled=False) is not built
+    edited = source.replace("raise NotFast", "raise NotFast  # edited", 1)
+    monkeypatch.setattr(avro_fast, "reader_source", lambda *_: edited)
+    stale = compile_reader(models["StepStarted"], schema, HEADER_LEN)
+    assert stale is not built
+    assert stale is not None
+    assert hasattr(stale, "__code__")  # exec'd from the edited text
+    data = FAST.encode(samples_of("StepStarted"))
+    assert stale(data) == INTERPRETED.decode(data)
+
+
+def samples_of(name: str) -> Event:
+    """The first sample event of type ``name``."""
+    return next(e for e in samples() if type(e).__name__ == name)
+
+
+@pytest.mark.skipif(
+    not avro_compiled.readers(),
+    reason="the compiled readers are not built here (make venv NATIVE=0, or no C compiler)",
+)
+def test_a_built_module_serves_every_current_reader_compiled() -> None:
+    """Where `make venv` built the readers (CI does), every fast reader of the default codec is
+    the compiled function, so the oracles above ran against the compiled code."""
+    for event in samples():
+        data = FAST.encode(event)
+        assert FAST.decode(data) == INTERPRETED.decode(data)
+    assert FAST._fast  # noqa: SLF001 - the readers the codec picked
+    assert all(_is_compiled(r) for r in FAST._fast.values())  # noqa: SLF001
+    assert not any(_is_compiled(r) for r in INTERPRETED._fast.values())  # noqa: SLF001
+    assert avro_compiled.main(["--check"]) == 0

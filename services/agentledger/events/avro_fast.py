@@ -18,6 +18,7 @@ needed) always go the full way.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import types
 import typing
@@ -27,6 +28,7 @@ from typing import Any
 import annotated_types
 from pydantic import BaseModel
 
+from agentledger.events import models as _event_models
 from agentledger.events.models import Event
 
 #: What a reader returns: the event itself, or (for models with validators) the field dict.
@@ -39,8 +41,23 @@ class NotFast(Exception):  # noqa: N818 - a signal to take the full path, not an
     """The fast reader cannot vouch for this record: decode it the full way."""
 
 
+#: What every reader's source starts with: its imports and helpers. A reader is this text plus
+#: its own (:func:`reader_source`), exec'd at start-up or, when ``make venv`` compiled it with
+#: mypyc, taken from :mod:`agentledger.events.avro_compiled` under the hash of the same text.
+PRELUDE = """\
+from typing import Any
+
+import struct
+
+from agentledger.events import models as _models
+from agentledger.events.avro_fast import NotFast
+
+_unpack_double = struct.Struct("<d").unpack_from
+_set = object.__setattr__
+
+
 def _varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
-    """The raw (not yet zig-zag decoded) varint whose first byte ``first`` was at ``pos - 1``."""
+    # the raw (not yet zig-zag decoded) varint whose first byte first was at pos - 1
     n = first & 0x7F
     shift = 7
     while True:
@@ -54,14 +71,17 @@ def _varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
             raise NotFast
 
 
-def _new_event(cls: type[BaseModel], fields: dict[str, Any], names: frozenset[str]) -> Any:
-    """An instance of ``cls`` with ``fields`` already checked, as ``model_validate`` leaves it."""
+def _new_event(cls: Any, fields: dict[str, Any], names: frozenset[str]) -> Any:
+    # an instance of cls with fields already checked, as model_validate leaves it
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", fields)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(names))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
+    _set(obj, "__dict__", fields)
+    _set(obj, "__pydantic_fields_set__", set(names))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", None)
     return obj
+"""
+
+_PY_NAME = {"string": "str", "long": "int", "double": "float", "boolean": "bool", "bytes": "bytes"}
 
 
 class _Source:
@@ -69,17 +89,16 @@ class _Source:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.consts: dict[str, Any] = {}
+        self.declared: dict[str, str] = {"x": "int", "n": "int", "e": "int"}
         self._n = 0
 
     def fresh(self, stem: str) -> str:
         self._n += 1
         return f"{stem}{self._n}"
 
-    def const(self, value: Any) -> str:
-        name = self.fresh("_c")
-        self.consts[name] = value
-        return name
+    def declare(self, var: str, annotation: str) -> None:
+        # every local gets one declared type up front, so mypyc compiles the text as it is
+        self.declared[var] = annotation
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
@@ -120,16 +139,18 @@ class _Source:
 
     def value(self, indent: int, var: str, avro: Any) -> None:
         if isinstance(avro, str):
+            self.declare(var, _PY_NAME[avro])
             self.primitive(indent, var, avro)
         elif isinstance(avro, list) and len(avro) == 2 and avro[0] == "null":
+            if not isinstance(avro[1], str):
+                raise NotFast
+            self.declare(var, f"{_PY_NAME[avro[1]]} | None")
             # the union index, canonical zig-zag: 0 is null, 1 (byte 2) is the value
             self.emit(indent, "x = b[p]")
             self.emit(indent, "p += 1")
             self.emit(indent, "if x == 0:")
             self.emit(indent + 1, f"{var} = None")
             self.emit(indent, "elif x == 2:")
-            if not isinstance(avro[1], str):
-                raise NotFast
             self.primitive(indent + 1, var, avro[1])
             self.emit(indent, "else:")
             self.emit(indent + 1, "raise NotFast")
@@ -138,6 +159,9 @@ class _Source:
             if not isinstance(items, str):
                 raise NotFast
             item, count = self.fresh("i"), self.fresh("k")
+            self.declare(var, f"list[{_PY_NAME[items]}]")
+            self.declare(item, _PY_NAME[items])
+            self.declare(count, "int")
             self.emit(indent, f"{var} = []")
             self.long(indent, count)
             self.emit(indent, f"while {count}:")
@@ -183,7 +207,10 @@ def _checks(src: _Source, var: str, field: Any, avro: Any) -> None:
     if base != _python_type(avro):
         raise NotFast  # a conversion pydantic would make: leave this model to pydantic
     if allowed is not None:
-        src.emit(1, f"if {var} not in {src.const(allowed)}:")
+        # the values as literals in sorted order: the same text (and hash) in every process
+        values = ", ".join(repr(a) for a in sorted(a for a in allowed if a is not None))
+        guard = f"{var} is not None and " if None in allowed else ""
+        src.emit(1, f"if {guard}{var} not in {{{values}}}:")
         src.emit(2, "raise NotFast")
     for meta in field.metadata:
         if not isinstance(meta, annotated_types.Ge) or not isinstance(meta.ge, int):
@@ -204,13 +231,21 @@ def _has_validators(model: type[BaseModel]) -> bool:
     )
 
 
-def compile_reader(model: type[Event], schema: dict[str, Any], offset: int) -> Reader | None:
-    """A fast reader of bodies (from ``offset``) written with ``schema`` for ``model``, or None
-    if the model or schema has anything this module does not handle (then: the full path)."""
+def reader_name(model: type[Event]) -> str:
+    """The name of the function :func:`reader_source` defines for ``model``."""
+    return f"read_{model.__name__}"
+
+
+def reader_source(model: type[Event], schema: dict[str, Any], offset: int) -> str | None:
+    """The source of the fast reader of bodies (from ``offset``) written with ``schema`` for
+    ``model`` (to follow :data:`PRELUDE`), or None if the model or schema has anything this
+    module does not handle (then: the full path)."""
     fields = schema["fields"]
     names = [f["name"] for f in fields]
     if names != list(model.model_fields) or model.model_config.get("strict"):
         return None
+    if getattr(_event_models, model.__name__, None) is not model:
+        return None  # the text names the model through agentledger.events.models
     src = _Source()
     variables = [f"v{i}" for i in range(len(names))]
     try:
@@ -224,24 +259,53 @@ def compile_reader(model: type[Event], schema: dict[str, Any], offset: int) -> R
                 _checks(src, var, model.model_fields[f["name"]], f["type"])
     except (NotFast, KeyError, TypeError):
         return None
+    kind, name = model.__name__, reader_name(model)
     record = ", ".join(f"{n!r}: {v}" for n, v in zip(names, variables, strict=True))
     if validated:
         src.emit(1, f"return {{{record}}}")
     else:
-        src.emit(1, f"return _new_event(_model, {{{record}}}, _names)")
-    body = "\n".join(src.lines)
-    code = f"def read(b):\n    end = len(b)\n    p = {offset}\n{body}\n"
-    scope: dict[str, Any] = {
-        "NotFast": NotFast,
-        "_varint": _varint,
-        "_unpack_double": struct.Struct("<d").unpack_from,
-        "_new_event": _new_event,
-        "_model": model,
-        "_names": frozenset(names),
-        **src.consts,
-    }
-    exec(compile(code, f"<avro reader {model.__name__}>", "exec"), scope)  # noqa: S102
-    reader: Reader = scope["read"]
+        src.emit(1, f"return _new_event(_model_{kind}, {{{record}}}, _names_{kind})")
+    declared = [f"    {v}: {t}" for v, t in src.declared.items()]
+    lines = [
+        "",
+        "",
+        f"_model_{kind} = _models.{kind}",
+        f"_names_{kind} = frozenset({tuple(names)!r})",
+        "",
+        "",
+        f"def {name}(b: bytes) -> object:",
+        "    end = len(b)",
+        f"    p = {offset}",
+        *declared,
+        *src.lines,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def source_hash(source: str) -> str:
+    """The key of a reader's compiled function: the hash of the whole text it was made from."""
+    return hashlib.sha256((PRELUDE + source).encode()).hexdigest()
+
+
+def compile_reader(
+    model: type[Event], schema: dict[str, Any], offset: int, *, compiled: bool = True
+) -> Reader | None:
+    """A fast reader of bodies (from ``offset``) written with ``schema`` for ``model``, or None
+    (then: the full path). The compiled function of the same text when one was built (see
+    :mod:`agentledger.events.avro_compiled`) and ``compiled``, else the text exec'd."""
+    source = reader_source(model, schema, offset)
+    if source is None:
+        return None
+    if compiled:
+        from agentledger.events import avro_compiled  # noqa: PLC0415 - it imports this module
+
+        built = avro_compiled.readers().get(source_hash(source))
+        if built is not None:
+            return built
+    scope: dict[str, Any] = {}
+    code = compile(PRELUDE + source, f"<avro reader {model.__name__}>", "exec")
+    exec(code, scope)  # noqa: S102 - our own generated text (see reader_source)
+    reader: Reader = scope[reader_name(model)]
     return reader
 
 

@@ -23,24 +23,27 @@ MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
 
 
-_READERS: dict[tuple[type[Event], bytes], Reader | None] = {}
+_READERS: dict[tuple[type[Event], bytes, bool], Reader | None] = {}
 
 
-def _reader(model: type[Event], fp: bytes, schema: dict[str, Any]) -> Reader | None:
-    """The fast reader of ``model`` records written with ``schema``, compiled once per process
+def _reader(model: type[Event], fp: bytes, schema: dict[str, Any], compiled: bool) -> Reader | None:
+    """The fast reader of ``model`` records written with ``schema``, made once per process
     (the fingerprint covers the field names, types and order: all the reader depends on)."""
-    key = (model, fp)
+    key = (model, fp, compiled)
     if key not in _READERS:
-        _READERS[key] = compile_reader(model, schema, HEADER_LEN)
+        _READERS[key] = compile_reader(model, schema, HEADER_LEN, compiled=compiled)
     return _READERS[key]
 
 
 class EventCodec:
     """Encodes events with the current schemas and decodes records of any known schema."""
 
-    def __init__(self, schemas: SchemaSet | None = None, *, fast: bool = True) -> None:
-        """``fast=False`` decodes every record the full way (fastavro, then pydantic): tests
-        compare the two paths."""
+    def __init__(
+        self, schemas: SchemaSet | None = None, *, fast: bool = True, compiled: bool = True
+    ) -> None:
+        """``fast=False`` decodes every record the full way (fastavro, then pydantic), and
+        ``compiled=False`` takes the exec'd fast readers even when compiled ones were built
+        (see :mod:`agentledger.events.avro_compiled`): tests compare the paths."""
         self._schemas = schemas or default_schema_set()
         missing = set(EVENT_BY_NAME) - set(self._schemas.current)
         if missing:
@@ -51,6 +54,7 @@ class EventCodec:
         # reader is compiled when its first record is decoded: a process that decodes few
         # kinds (a resume reads a view, decodes no record) does not compile two dozen.
         self._fast: dict[bytes, Reader] = {}
+        self._use_compiled = compiled
         self._uncompiled: dict[bytes, tuple[type[Event], dict[str, Any]]] = {}
         for name, fp in self._schemas.current_fingerprints.items() if fast else ():
             model = EVENT_BY_NAME.get(name)
@@ -64,7 +68,7 @@ class EventCodec:
         wanted = self._uncompiled.pop(fp, None)
         if wanted is None:
             return None
-        reader = _reader(wanted[0], fp, wanted[1])
+        reader = _reader(wanted[0], fp, wanted[1], self._use_compiled)
         if reader is not None:
             self._fast[fp] = reader
         return reader
