@@ -49,6 +49,7 @@ from agentledger.views.model import (
     RunView,
     StepView,
     Versions,
+    made,
 )
 
 #: What a finished run still accepts: what the reconciler and operators record about its
@@ -193,8 +194,10 @@ def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None
     fields["applied_seq"] = seq
     digests = fields["recent_digests"]
     digests[seq] = event_digest(event)
-    for old in [s for s in digests if s <= seq - RECENT_DIGESTS]:
-        del digests[old]
+    oldest = seq - RECENT_DIGESTS
+    if min(digests) <= oldest:  # one C-level pass; the Python loop only when one is due
+        for old in [s for s in digests if s <= oldest]:
+            del digests[old]
     fields["fence"] = max(fields["fence"], fence)
     fields["worker_id"] = event.worker_id
     fields["updated_at"] = event.occurred_at
@@ -247,11 +250,14 @@ def _plan_revised(view: RunView, e: Any, _: FoldResult) -> None:
 def _step_started(view: RunView, e: Any, r: FoldResult) -> None:
     ev: StepStarted = e
     previous = view.steps.get(ev.step)
-    step = StepView(
-        step=ev.step,
-        name=ev.step_name,
-        attempt=ev.attempt,
-        attempts=(previous.attempts if previous else 0) + 1,
+    step = made(
+        StepView,
+        {
+            "step": ev.step,
+            "name": ev.step_name,
+            "attempt": ev.attempt,
+            "attempts": (previous.attempts if previous else 0) + 1,
+        },
     )
     if previous is not None and previous.attempt == ev.attempt:
         # the same attempt started again after a crash: its recorded activities stay reusable
@@ -266,7 +272,7 @@ def _step_started(view: RunView, e: Any, r: FoldResult) -> None:
 def _step_of(view: RunView, index: int, name: str = "") -> StepView:
     step = view.steps.get(index)
     if step is None:
-        step = StepView(step=index, name=name or _plan_name(view, index))
+        step = made(StepView, {"step": index, "name": name or _plan_name(view, index)})
         view.steps[index] = step
     return step
 
@@ -279,18 +285,21 @@ def _activity(view: RunView, e: Any, r: FoldResult) -> None:
     ev: ActivityRecorded = e
     step = _step_of(view, ev.step)
     if ev.attempt == step.attempt:
-        step.activities[ev.ordinal] = ActivityView(
-            ordinal=ev.ordinal,
-            name=ev.name,
-            kind=ev.kind,
-            result_json=ev.result_json,
-            result_ref_uri=ev.result_ref_uri,
-            result_ref_hash=ev.result_ref_hash,
-            source_uri=ev.source_uri,
-            content_hash=ev.content_hash,
-            read_at=ev.read_at,
-            tokens=ev.tokens,
-            usd=ev.usd,
+        step.activities[ev.ordinal] = made(
+            ActivityView,
+            {
+                "ordinal": ev.ordinal,
+                "name": ev.name,
+                "kind": ev.kind,
+                "result_json": ev.result_json,
+                "result_ref_uri": ev.result_ref_uri,
+                "result_ref_hash": ev.result_ref_hash,
+                "source_uri": ev.source_uri,
+                "content_hash": ev.content_hash,
+                "read_at": ev.read_at,
+                "tokens": ev.tokens,
+                "usd": ev.usd,
+            },
         )
     budget = view.budget
     _assign(budget, {"tokens": budget.tokens + ev.tokens, "usd": budget.usd + ev.usd})
@@ -339,7 +348,8 @@ def _acceptance(view: RunView, e: Any, r: FoldResult) -> None:
     ev: AcceptanceEvaluated = e
     step = _step_of(view, ev.step)
     if ev.attempt == step.attempt:
-        step.checks.append(CheckView(check=ev.check, passed=ev.passed, detail=ev.detail))
+        check = {"check": ev.check, "passed": ev.passed, "detail": ev.detail}
+        step.checks.append(made(CheckView, check))
     r.touched_steps.add(ev.step)
 
 
@@ -424,17 +434,20 @@ def _intended(view: RunView, e: Any, r: FoldResult) -> None:
     existing = view.effects.get(ev.idempotency_key)
     if existing is not None and existing.state in _RESOLVED_STATES:
         return
-    view.effects[ev.idempotency_key] = EffectView(
-        idempotency_key=ev.idempotency_key,
-        step=ev.step,
-        ordinal=ev.ordinal,
-        effect=ev.effect,
-        provider=ev.provider,
-        kind=ev.kind,
-        identity_hash=ev.identity_hash,
-        payload_hash=ev.payload_hash,
-        request_json=ev.request_json,
-        intended_at=existing.intended_at if existing else ev.occurred_at,
+    view.effects[ev.idempotency_key] = made(
+        EffectView,
+        {
+            "idempotency_key": ev.idempotency_key,
+            "step": ev.step,
+            "ordinal": ev.ordinal,
+            "effect": ev.effect,
+            "provider": ev.provider,
+            "kind": ev.kind,
+            "identity_hash": ev.identity_hash,
+            "payload_hash": ev.payload_hash,
+            "request_json": ev.request_json,
+            "intended_at": existing.intended_at if existing else ev.occurred_at,
+        },
     )
     r.touched_effects.add(ev.idempotency_key)
 
@@ -443,15 +456,18 @@ def _effect_of(view: RunView, key: str, step: int, name: str) -> EffectView:
     effect = view.effects.get(key)
     if effect is None:
         # an outcome without a visible intent (e.g. the intent's topic was truncated): keep it
-        effect = EffectView(
-            idempotency_key=key,
-            step=step,
-            ordinal=-1,
-            effect=name,
-            provider="",
-            kind="",
-            identity_hash="",
-            payload_hash="",
+        effect = made(
+            EffectView,
+            {
+                "idempotency_key": key,
+                "step": step,
+                "ordinal": -1,
+                "effect": name,
+                "provider": "",
+                "kind": "",
+                "identity_hash": "",
+                "payload_hash": "",
+            },
         )
         view.effects[key] = effect
     return effect

@@ -29,6 +29,9 @@ _RUN_FIELDS: tuple[str, ...] = tuple(n for n in RunView.model_fields if n not in
 _RUN_FIELD_SET = set(_RUN_FIELDS)
 _PLAIN_STR = frozenset(n for n in _RUN_FIELDS if RunView.model_fields[n].annotation is str)
 _RUN_VALIDATOR = RunView.__pydantic_validator__
+#: Each run hash field with whether its value is stored as the plain string it is.
+_RUN_ENCODING: tuple[tuple[str, bool], ...] = tuple((n, n in _PLAIN_STR) for n in _RUN_FIELDS)
+_digits = int.__repr__
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
 Token = tuple[int, int] | None
@@ -60,9 +63,17 @@ def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, b
     """The run hash of ``view`` with ``parked`` events waiting (and dropped from a seq)."""
     values = view.__dict__
     try:
+        # plain strings as they are, ints as their digits, the rest through plain_json.dumps
         fields = {
-            name: (values[name] if name in _PLAIN_STR else plain_json.dumps(values[name])).encode()
-            for name in _RUN_FIELDS
+            name: (
+                value
+                if plain
+                else _digits(value)
+                if type(value) is int
+                else plain_json.dumps(value)
+            ).encode()
+            for name, plain in _RUN_ENCODING
+            for value in (values[name],)
         }
     except plain_json.Unusual:
         data = view.model_dump(mode="json", include=_RUN_FIELD_SET)

@@ -46,10 +46,10 @@ PLAIN_MODELS: dict[type[BaseModel], list[str]] = {
 def _key(key: Any) -> str:
     """A dict key as the dump (mode json) writes it: text as is, an int as its digits."""
     kind = type(key)
-    if kind is str:
-        return str(key)
     if kind is int:
         return int.__repr__(key)
+    if kind is str:
+        return str(key)
     raise Unusual
 
 
@@ -57,24 +57,41 @@ def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON val
     """``json.dumps(<dump of value>, separators=(",", ":"), sort_keys=True)``, or Unusual."""
     kind = type(value)
     if kind is str:
-        return encode_basestring_ascii(value)
+        return _quote(value)
     if value is None:
         return "null"
     if kind is bool:
         return "true" if value else "false"
     if kind is int:
-        return int.__repr__(value)
+        return _digits(value)
     if kind is float:
         if not math.isfinite(value):
             raise Unusual
         return float.__repr__(value)
+    # text and ints (nearly all of a run's nested values) inline, without a call each
     if kind is list:
-        return "[" + ",".join([dumps(v) for v in value]) + "]"
+        parts = [
+            _quote(v) if type(v) is str else _digits(v) if type(v) is int else dumps(v)
+            for v in value
+        ]
+        return "[" + ",".join(parts) + "]"
     if kind is dict:
-        items = sorted((_key(k), v) for k, v in value.items())
-        return "{" + ",".join([encode_basestring_ascii(k) + ":" + dumps(v) for k, v in items]) + "}"
+        items = sorted([(_digits(k) if type(k) is int else _key(k), v) for k, v in value.items()])
+        parts = [
+            _quote(k) + ":" + (_quote(v) if type(v) is str else dumps(v)) for k, v in items
+        ]
+        return "{" + ",".join(parts) + "}"
     names = PLAIN_MODELS.get(kind)
     if names is None:
         raise Unusual
     fields = value.__dict__
-    return "{" + ",".join([f'"{n}":' + dumps(fields[n]) for n in names]) + "}"
+    parts = [
+        f'"{n}":' + (_digits(v) if type(v) is int else _quote(v) if type(v) is str else dumps(v))
+        for n in names
+        for v in (fields[n],)
+    ]
+    return "{" + ",".join(parts) + "}"
+
+
+_quote = encode_basestring_ascii
+_digits = int.__repr__
