@@ -11,8 +11,7 @@ import fastavro
 import pytest
 
 from agentledger.errors import DecodeError
-from agentledger.events import EVENT_TYPES, Event, EventCodec
-from agentledger.events import avro_compiled, avro_fast
+from agentledger.events import EVENT_TYPES, Event, EventCodec, avro_compiled, avro_fast
 from agentledger.events.avro_fast import compile_reader
 from agentledger.events.codec import HEADER_LEN, MAGIC
 from agentledger.events.schemas import default_schema_set
@@ -243,7 +242,7 @@ def test_a_built_module_serves_every_current_reader_compiled() -> None:
     for event in samples():
         data = FAST.encode(event)
         assert FAST.decode(data) == INTERPRETED.decode(data)
-    assert FAST._fast  # noqa: SLF001 - the readers the codec picked
-    assert all(_is_compiled(r) for r in FAST._fast.values())  # noqa: SLF001
-    assert not any(_is_compiled(r) for r in INTERPRETED._fast.values())  # noqa: SLF001
+    assert FAST._fast
+    assert all(_is_compiled(r) for r in FAST._fast.values())
+    assert not any(_is_compiled(r) for r in INTERPRETED._fast.values())
     assert avro_compiled.main(["--check"]) == 0
