@@ -1,14 +1,16 @@
 """Rebuild's worker processes: the partition numbers folded in parallel, one process per share.
 
 A rebuild is CPU-bound (decode, fold, encode) and the runs of one partition number never touch
-another's, so :class:`ProcessReplayer` splits the partition numbers into shares and starts one
-child process per share (``python -m agentledger.projector.workers``), each with its own Kafka
-consumer and Redis connection, folding its share as :func:`.bulk.fold_ranges` does into the
-same fresh namespace. The parent sums the children's progress lines for the operator and
-returns once every child has finished; the caller then records the namespace's progress and
-flips the pointer. If any child fails, the others are stopped and the error is raised: the
-namespace is never swapped in. A child exits when its stdin closes, so a parent that dies
-takes its children with it.
+another's, so :class:`ProcessReplayer` splits the partition numbers into shares, folds the first
+share itself and starts one child process per other share (``python -m
+agentledger.projector.workers``), each with its own Kafka consumer and Redis connection, folding
+its share as :func:`.bulk.fold_ranges` does into the same fresh namespace (the parent has
+imported everything already: a child spends about 1 s of CPU importing before its first
+record). The parent sums its own and the children's progress for the operator and returns once
+every share is folded; the caller then records the namespace's progress and flips the pointer.
+If any share fails, the others are stopped and the error is raised as a RebuildWorkerError: the
+namespace is never swapped in. A child exits when its stdin closes, so a parent that dies takes
+its children with it.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -132,18 +135,45 @@ class ProcessReplayer(Replayer):
         log.info("rebuild_workers", workers=len(specs), namespace=namespace)
         try:
             async with asyncio.TaskGroup() as tg:
-                tasks = [
+                tasks = [tg.create_task(self._fold_here(specs[0], functools.partial(heard, 0)))]
+                tasks += [
                     tg.create_task(_run_child(env, spec, functools.partial(heard, i)))
                     for i, spec in enumerate(specs)
+                    if i > 0
                 ]
         except ExceptionGroup as group:
-            # the first child's failure is the rebuild's; the rest were stopped because of it
+            # the first share's failure is the rebuild's; the rest were stopped because of it
             raise _first(group) from None
-        for task in tasks:
+        for task in tasks[1:]:
             counts.add(task.result())
+        counts.add(tasks[0].result())  # its cpu_s is 0: this process's CPU is counted below
         counts.cpu_s += time.process_time() - cpu
         teller.tell(counts.records, final=True)
         return counts
+
+    async def _fold_here(self, spec: dict[str, Any], heard: Callable[[int], None]) -> BulkCounts:
+        """Fold one share in this process, as a child would (its failure is a worker's)."""
+        try:
+            with _collector_tuned():
+                return await _fold_share(self._settings, spec, heard)
+        except Exception as e:
+            msg = f"rebuild worker of partitions {_numbers(spec)} failed: {type(e).__name__}: {e}"
+            raise RebuildWorkerError(msg) from e
+
+
+@contextlib.contextmanager
+def _collector_tuned() -> Iterator[None]:
+    """The projector's collector thresholds while this process folds a share (see
+    :func:`~.runtime.tune_collector`: the folded views stay alive until written, and the default
+    thresholds would traverse them again and again), restored afterwards."""
+    from agentledger.projector.runtime import GC_THRESHOLDS  # noqa: PLC0415 - as main() does
+
+    before = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -210,7 +240,10 @@ def _exit_when_orphaned() -> None:
     os._exit(_ORPHANED)
 
 
-async def _fold_share(settings: ProjectorSettings, spec: dict[str, Any]) -> BulkCounts:
+async def _fold_share(
+    settings: ProjectorSettings, spec: dict[str, Any], heard: Callable[[int], None]
+) -> BulkCounts:
+    """Fold one share (``spec``); ``heard`` is told the records folded about every 0.5 s."""
     if settings.redis_url is None or settings.kafka_bootstrap is None:
         msg = "a rebuild worker needs AGENTLEDGER_REDIS_URL and AGENTLEDGER_KAFKA_BOOTSTRAP"
         raise ConfigurationError(msg)
@@ -223,7 +256,7 @@ async def _fold_share(settings: ProjectorSettings, spec: dict[str, Any]) -> Bulk
         now = time.monotonic()
         if now - said >= _REPORT_EVERY_S:
             said = now
-            _say({"records": counts.records})
+            heard(counts.records)
 
     codec = EventCodec()
     async with (
@@ -267,7 +300,7 @@ def main() -> None:
 
     tune_collector()
     try:
-        counts = asyncio.run(_fold_share(settings, spec))
+        counts = asyncio.run(_fold_share(settings, spec, lambda n: _say({"records": n})))
     except Exception as e:  # noqa: BLE001 - the child's outermost loop: one line to the parent
         with contextlib.suppress(OSError):
             _say({"error": f"{type(e).__name__}: {e}"})
