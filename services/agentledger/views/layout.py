@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentledger.views import plain_json
-from agentledger.views.model import EffectView, RunView, StepView
+from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
+from agentledger.views.records import Records
 
 PARKED_FIELD = "_parked"
 DROPPED_FIELD = "_dropped_from"
@@ -32,6 +33,9 @@ _RUN_VALIDATOR = RunView.__pydantic_validator__
 #: Each run hash field with whether its value is stored as the plain string it is.
 _RUN_ENCODING: tuple[tuple[str, bool], ...] = tuple((n, n in _PLAIN_STR) for n in _RUN_FIELDS)
 _digits = int.__repr__
+_STEP_VALIDATOR = StepView.__pydantic_validator__
+_EFFECT_VALIDATOR = EffectView.__pydantic_validator__
+_PLACE_VALIDATOR = EffectPlace.__pydantic_validator__
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
 Token = tuple[int, int] | None
@@ -175,9 +179,10 @@ def decode_run(
 ) -> RunView:
     """Rebuild the view from its three hashes (unknown fields of newer writers are ignored).
 
-    The stored values are JSON already (plain strings aside): they are spliced into one JSON
-    document that pydantic parses and validates in one call, instead of a ``json.loads`` per
-    field and a validation per step and effect (the reconciler decodes every run it claims).
+    The run hash's values are JSON already (plain strings aside): they are spliced into one
+    JSON document that pydantic parses and validates in one call. Steps and effects are kept
+    as stored and each is validated when first read (:class:`~agentledger.views.records.
+    Records`): a resume reads a few of a long run's steps, a projector batch those it folds.
     """
     parts: list[str] = []
     for raw_name, raw_value in run_hash.items():
@@ -187,14 +192,32 @@ def decode_run(
         prefix, plain = field
         value = _text(raw_value)
         parts.append(prefix + (_quote(value) if plain else value))
-    if steps:
-        inner = ",".join(f'"{int(_text(k))}":{unpacked(v)}' for k, v in steps.items())
-        parts.append(f'"steps":{{{inner}}}')
-    if effects:
-        inner = ",".join(f"{_quote(_text(k))}:{unpacked(v)}" for k, v in effects.items())
-        parts.append(f'"effects":{{{inner}}}')
     view: RunView = _RUN_VALIDATOR.validate_json("{" + ",".join(parts) + "}")
+    fields = view.__dict__
+    if steps:
+        fields["steps"] = Records.stored({int(k): v for k, v in steps.items()}, _decode_step)
+        view.__pydantic_fields_set__.add("steps")
+    if effects:
+        fields["effects"] = Records.stored(
+            {_text(k): v for k, v in effects.items()}, _decode_effect, _decode_place
+        )
+        view.__pydantic_fields_set__.add("effects")
     return view
+
+
+def _decode_step(data: bytes | str) -> StepView:
+    step: StepView = _STEP_VALIDATOR.validate_json(unpacked(data))
+    return step
+
+
+def _decode_effect(data: bytes | str) -> EffectView:
+    effect: EffectView = _EFFECT_VALIDATOR.validate_json(unpacked(data))
+    return effect
+
+
+def _decode_place(data: bytes | str) -> EffectPlace:
+    place: EffectPlace = _PLACE_VALIDATOR.validate_json(unpacked(data))
+    return place
 
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentledger.views.graph_model import GraphCheckpoint
+from agentledger.views.records import Records
 
 StepStatus = Literal["started", "checkpointed", "rejected"]
 EffectState = Literal[
@@ -132,6 +133,18 @@ class EffectView(BaseModel):
     inherited: bool = False
 
 
+class EffectPlace(BaseModel):
+    """Where an effect was asked for and whether it is open: what a resume needs of every
+    effect of the run, read from the stored effect without decoding the rest of it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    idempotency_key: str
+    step: int
+    ordinal: int
+    state: EffectState = "intended"
+
+
 class RunView(BaseModel):
     """Everything about one run that a resume needs; equal when rebuilt from the same events."""
 
@@ -161,12 +174,27 @@ class RunView(BaseModel):
     finished_at: int | None = None
     #: seq -> digest of the event applied there, for the last RECENT_DIGESTS seqs (fold.py)
     recent_digests: dict[int, str] = Field(default_factory=dict)
-    steps: dict[int, StepView] = Field(default_factory=dict)
-    effects: dict[str, EffectView] = Field(default_factory=dict)
+    #: Stored steps and effects are decoded when first read (views/records.py).
+    steps: Records[int, StepView] = Field(default_factory=Records)
+    effects: Records[str, EffectView] = Field(default_factory=Records)
+
+    def effect_places(self) -> list[EffectView | EffectPlace]:
+        """Every effect, or its place and state while it is still stored (views/records.py)."""
+        places: list[EffectView | EffectPlace] = []
+        for _, found in self.effects.briefs():
+            if not isinstance(found, EffectView | EffectPlace):
+                msg = f"an effect decoded as {type(found).__name__}"
+                raise TypeError(msg)
+            places.append(found)
+        return places
 
     def open_effects(self) -> list[EffectView]:
         """Intents with no known outcome, in the order they were intended."""
-        found = [e for e in self.effects.values() if e.state in OPEN_EFFECT_STATES]
+        found = [
+            self.effects[key]
+            for key, e in self.effects.briefs()
+            if isinstance(e, EffectView | EffectPlace) and e.state in OPEN_EFFECT_STATES
+        ]
         return sorted(found, key=lambda e: (e.step, e.ordinal))
 
 

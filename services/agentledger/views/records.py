@@ -1,0 +1,164 @@
+"""A view's steps and effects: a mapping whose values stay in their stored JSON until read.
+
+A 1,000-step view holds about 2 MB of step and effect JSON. A resume reads the step at its
+cursor and the effects, a projector batch the few steps its events touch; decoding the rest
+made up most of a resume's CPU. :class:`Records` keeps each stored value as it came from the
+store and decodes it (with the same pydantic validator as before) the first time it is read;
+everything that reads the whole mapping (iteration of values, equality, ``model_dump``, copies)
+decodes every value first, so no caller sees the difference but the time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, TypeVar, get_args, overload
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
+
+K = TypeVar("K")
+V = TypeVar("V")
+T = TypeVar("T")
+
+
+class _Stored:
+    """A value still in its stored form (JSON bytes or text), with its brief once read."""
+
+    __slots__ = ("brief", "data")
+
+    def __init__(self, data: bytes | str) -> None:
+        self.data = data
+        self.brief: object = None
+
+
+class Records(MutableMapping[K, V]):
+    """An insertion-ordered mapping whose stored values are decoded when first read."""
+
+    __slots__ = ("_brief", "_decode", "_items")
+
+    def __init__(self, items: Mapping[K, V] | None = None) -> None:
+        self._items: dict[K, Any] = dict(items) if items is not None else {}
+        self._decode: Callable[[bytes | str], V] | None = None
+        self._brief: Callable[[bytes | str], object] | None = None
+
+    @classmethod
+    def stored(
+        cls,
+        values: Mapping[K, bytes | str],
+        decode: Callable[[bytes | str], V],
+        brief: Callable[[bytes | str], object] | None = None,
+    ) -> Records[K, V]:
+        """Records of stored values, each decoded by ``decode`` the first time it is read;
+        ``brief`` decodes the few fields :meth:`briefs` gives of a value still stored."""
+        records: Records[K, V] = cls()
+        records._items = {k: _Stored(v) for k, v in values.items()}
+        records._decode = decode
+        records._brief = brief
+        return records
+
+    def briefs(self) -> Iterator[tuple[K, object]]:
+        """Each key with its value, or with its value's brief while it is still stored (a
+        model of the few fields ``brief`` reads: cheaper than the whole value)."""
+        brief = self._brief
+        for key, value in self._items.items():
+            if type(value) is not _Stored:
+                yield key, value
+            elif brief is None:
+                yield key, self[key]
+            else:
+                if value.brief is None:
+                    value.brief = brief(value.data)
+                yield key, value.brief
+
+    def __getitem__(self, key: K) -> V:
+        value = self._items[key]
+        if type(value) is _Stored:
+            decode = self._decode
+            if decode is None:  # only stored() makes _Stored values, always with a decoder
+                msg = "a stored value without its decoder"
+                raise TypeError(msg)
+            value = self._items[key] = decode(value.data)
+        found: V = value
+        return found
+
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+    @overload
+    def get(self, key: K, default: V | T, /) -> V | T: ...
+    def get(self, key: K, default: Any = None, /) -> Any:
+        """The value of ``key`` (decoded if it was stored), else ``default``."""
+        if key in self._items:
+            return self[key]
+        return default
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self._items[key] = value
+
+    def __delitem__(self, key: K) -> None:
+        del self._items[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def plain(self) -> dict[K, V]:
+        """Every value decoded, as a dict (in insertion order)."""
+        return {k: self[k] for k in self._items}
+
+    def undecoded(self) -> int:
+        """How many values are still in their stored form."""
+        return sum(1 for v in self._items.values() if type(v) is _Stored)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Records):
+            return self.plain() == other.plain()
+        if isinstance(other, Mapping):
+            return self.plain() == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as dict
+
+    def __repr__(self) -> str:
+        return f"Records({self.plain()!r})"
+
+    def __copy__(self) -> Records[K, V]:
+        twin: Records[K, V] = Records()
+        twin._items = dict(self._items)
+        twin._decode = self._decode
+        twin._brief = self._brief
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Records[K, V]:
+        twin: Records[K, V] = Records()
+        # stored values are immutable bytes: shared; decoded values are copied
+        twin._items = {
+            k: v if type(v) is _Stored else copy.deepcopy(v, memo) for k, v in self._items.items()
+        }
+        twin._decode = self._decode
+        twin._brief = self._brief
+        return twin
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Records, (self.plain(),))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """Validated and serialized as ``dict[K, V]`` (values decoded first when serialized)."""
+        args = get_args(source)
+        key, value = args if len(args) == 2 else (Any, Any)
+        inner = handler.generate_schema(dict[key, value])  # type: ignore[valid-type]
+        return core_schema.no_info_after_validator_function(
+            cls,
+            inner,
+            serialization=core_schema.wrap_serializer_function_ser_schema(_serialize, schema=inner),
+        )
+
+
+def _serialize(records: Any, serialize: core_schema.SerializerFunctionWrapHandler) -> Any:
+    return serialize(records.plain() if isinstance(records, Records) else records)

@@ -1,0 +1,132 @@
+"""A view read from its hashes keeps steps and effects stored until read, and is in every other
+way the view decoded whole: equal, dumped, copied, pickled and folded alike."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pydantic
+import pytest
+
+from agentledger._core.replay import effect_index
+from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
+from agentledger.views import fold
+from agentledger.views.layout import decode_run
+from agentledger.views.model import RunView, StepView
+from agentledger.views.records import Records
+
+from .test_view_layout import TRICKY, hashes, rich_view
+
+
+def lazily_decoded() -> tuple[RunView, RunView]:
+    """The rich view, and the same view decoded from its hashes (nothing read yet)."""
+    view = rich_view()
+    return view, decode_run(*hashes(view))
+
+
+def test_a_step_is_decoded_when_read_and_only_that_step() -> None:
+    """Reading one step decodes that step alone; the effects stay stored until read."""
+    view, decoded = lazily_decoded()
+    assert isinstance(decoded.steps, Records)
+    assert isinstance(decoded.effects, Records)
+    assert decoded.steps.undecoded() == 2
+    assert decoded.effects.undecoded() == 2
+    assert decoded.steps[10] == view.steps[10]
+    assert decoded.steps.get(0) == view.steps[0]
+    assert decoded.steps.get(99) is None
+    assert decoded.steps.undecoded() == 0
+    assert decoded.effects.undecoded() == 2
+    assert 0 in decoded.steps
+    assert len(decoded.effects) == 2
+
+
+def test_the_lazy_view_equals_dumps_and_copies_as_the_whole_one() -> None:
+    """Equality, model_dump (python and JSON), deep copies and pickles see every value."""
+    view, decoded = lazily_decoded()
+    assert decoded.model_dump() == view.model_dump()
+    assert decoded.model_dump(mode="json") == view.model_dump(mode="json")
+    assert decoded.model_dump_json() == view.model_dump_json()
+    _, fresh = lazily_decoded()
+    assert copy.deepcopy(fresh) == view
+    _, fresh = lazily_decoded()
+    assert fresh.model_copy(deep=True) == view
+    _, fresh = lazily_decoded()
+    assert pickle.loads(pickle.dumps(fresh)) == view
+    _, fresh = lazily_decoded()
+    assert fresh == view
+    assert view == fresh
+    assert dict(fresh.steps.items()) == dict(view.steps.items())
+    assert RunView.model_validate(view.model_dump()) == view
+
+
+def test_a_deep_copy_keeps_the_original_independent() -> None:
+    """Changing a step of a deep copy leaves the original's step (read or still stored) as is."""
+    view, decoded = lazily_decoded()
+    twin = decoded.model_copy(deep=True)
+    twin.steps[0].name = "changed"
+    twin.steps[11] = StepView(step=11, name="new")
+    assert decoded.steps[0] == view.steps[0]
+    assert 11 not in decoded.steps
+
+
+def test_folding_onto_a_lazy_view_gives_what_folding_onto_the_whole_one_gives() -> None:
+    """The fold reads and writes steps of a lazily decoded view as of the whole view."""
+    view = RunView(run_id="r", status="running", applied_seq=2, fence=1, plan=["a", "b", "c"])
+    view.steps[0] = StepView(step=0, name="a", status="checkpointed", result_json='"x"')
+    view.cursor = 1
+    events = [
+        RunResumed(run_id="r", seq=3, fence=2, worker_id="w", occurred_at=5, previous_fence=1),
+        StepStarted(
+            run_id="r",
+            seq=4,
+            fence=2,
+            worker_id="w",
+            occurred_at=6,
+            step=1,
+            step_name="b",
+            attempt=1,
+        ),
+        StepCheckpointed(
+            run_id="r",
+            seq=5,
+            fence=2,
+            worker_id="w",
+            occurred_at=7,
+            step=1,
+            step_name="b",
+            attempt=1,
+            result_json='"y"',
+        ),
+    ]
+    whole = fold(view, events)
+    lazy = fold(decode_run(*hashes(view)), events)
+    assert lazy.view == whole.view
+    assert lazy.touched_steps == whole.touched_steps
+
+
+def test_a_stored_value_that_does_not_validate_fails_when_read() -> None:
+    """A corrupt stored step raises pydantic's error the moment it is read, not later."""
+    view = RunView(run_id="r")
+    run, _, _ = hashes(view)
+    decoded = decode_run(run, {b"0": b'{"step": "not a number"}'}, {})
+    with pytest.raises(pydantic.ValidationError):
+        _ = decoded.steps[0]
+
+
+def test_open_effects_and_places_decode_only_the_open_effects() -> None:
+    """A resume's open intents and effect places come out as from the whole view, with only the
+    open effects decoded whole (the others are read for their place and state)."""
+    view = rich_view()
+    view.effects["k2"].state = "succeeded"
+    decoded = decode_run(*hashes(view))
+    assert decoded.open_effects() == view.open_effects()
+    assert [e.idempotency_key for e in view.open_effects()] == [f"run:0:pay:0 {TRICKY}"]
+    assert decoded.effects.undecoded() == 1
+    assert (
+        effect_index(decoded)
+        == effect_index(view)
+        == {(0, 0): f"run:0:pay:0 {TRICKY}", (10, 1): "k2"}
+    )
+    assert decoded.effects.undecoded() == 1
+    assert decoded == view
