@@ -221,7 +221,10 @@ class CommonSettings(BaseSettings):
             if isinstance(env_settings, EnvSettingsSource)
             else env_settings
         )
-        return (init_settings, env, dotenv_settings, file_secret_settings)
+        # Without an env file the dotenv source reads nothing, but still walks every field (a
+        # few ms of a fresh process's first settings, inside a resume's time).
+        dotenv = () if getattr(dotenv_settings, "env_file", None) is None else (dotenv_settings,)
+        return (init_settings, env, *dotenv, file_secret_settings)
 
     @field_validator("kafka_bootstrap", "redis_url")
     @classmethod
@@ -448,10 +451,15 @@ def unknown_variables(environ: Mapping[str, str | None]) -> str | None:
     pydantic-settings ignores such a variable, and a typo'd endpoint would then quietly mean
     "the local stack": every entry point refuses to start instead.
     """
+    # The static list knows nearly every variable set: the imported classes' fields are walked
+    # only for a variable it does not know.
+    unlisted = [
+        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in VARIABLES
+    ]
+    if not unlisted:
+        return None
     known = known_variables()
-    unknown = sorted(
-        k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
-    )
+    unknown = sorted(k for k in unlisted if k.upper() not in known)
     if not unknown:
         return None
     parts = []
