@@ -13,7 +13,7 @@ from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
 from agentledger.views.layout import decode_run
-from agentledger.views.model import RunView, StepView
+from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
 from agentledger.views.records import Records
 
 from .test_view_layout import TRICKY, hashes, rich_view
@@ -130,3 +130,16 @@ def test_open_effects_and_places_decode_only_the_open_effects() -> None:
     )
     assert decoded.effects.undecoded() == 1
     assert decoded == view
+
+
+def test_an_effects_place_has_the_defaults_of_the_effect() -> None:
+    """Stored effects leave fields at their defaults out: the place reads them as the effect
+    does, so an intent stored without its state is open."""
+    for name in EffectPlace.model_fields:
+        assert EffectPlace.model_fields[name].default == EffectView.model_fields[name].default
+    intent = EffectView(
+        idempotency_key="k", step=0, ordinal=0, effect="e", provider="p", kind="k",
+        identity_hash="i", payload_hash="h",
+    )  # fmt: skip
+    decoded = decode_run(*hashes(RunView(run_id="r", effects={"k": intent})))
+    assert [e.idempotency_key for e in decoded.open_effects()] == ["k"]
