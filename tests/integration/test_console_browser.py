@@ -104,8 +104,18 @@ async def test_console_lists_shows_approves_and_escapes(
 
         await page.go_back()
         await sign_in(page)
+        # a second tab of the same run with a half-typed note: the approval changes the run, and
+        # the tab says so instead of reloading the note away
+        typing = await browser.new_page(viewport={"width": 1280, "height": 900})
+        await typing.goto(page.url)
+        await typing.fill("form[action$='/reject'] input[name=note]", "half a sentence")
         await page.click("#approve")
         assert "approved by console" in await page.inner_text("#flash")
+        await expect(typing.locator("#live-notice")).to_be_visible(timeout=30_000)
+        assert await typing.input_value("form[action$='/reject'] input[name=note]") == (
+            "half a sentence"
+        )
+        await typing.close()
         final = await wait_until(lambda: statuses(views, gated), lambda s: s[gated] == "succeeded",
                                  timeout_s=WAIT_S)  # fmt: skip
         assert final[gated] == "succeeded"
