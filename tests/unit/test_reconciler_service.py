@@ -104,14 +104,17 @@ class World:
         self, name: str = "rec-1", views: ViewReader | None = None, **overrides: object
     ) -> Reconciler:
         """A reconciler instance on this world's ports (views folded from the log by default)."""
-        settings = ReconcilerSettings(
-            reconciler_id=name,
-            reconciler_intent_grace_ms=1_000,
-            reconciler_orphan_grace_ms=30_000,
-            reconciler_barrier_timeout_s=0.1,
-            reconciler_default_provider=ProviderPolicy(attempts=2, timeout_s=1, backoff_base_ms=1),
-            **overrides,  # type: ignore[arg-type]
-        )
+        fields: dict[str, object] = {
+            "reconciler_id": name,
+            "reconciler_intent_grace_ms": 1_000,
+            "reconciler_orphan_grace_ms": 30_000,
+            "reconciler_barrier_timeout_s": 0.1,
+            "reconciler_default_provider": ProviderPolicy(
+                attempts=2, timeout_s=1, backoff_base_ms=1
+            ),
+            **overrides,
+        }
+        settings = ReconcilerSettings(**fields)  # type: ignore[arg-type]
         pool = ProviderPool(
             {"sandbox": self.provider}, policy=settings.policy, clock=self.clock, jitter=lambda: 0
         )

@@ -6,7 +6,9 @@ instances off the same run: whoever does not get it skips the run for this pass.
 
 Leases are taken for a batch of runs at once, then the end offsets of the batch's partitions
 are read (after the leases were acquired, so they cover the previous holder's last commit), and
-the views are read with the projector's progress in one round trip. A run whose partitions the
+the views are read with the projector's progress in one round trip. A caller's ``lane`` bounds
+only the first two steps (leases and end offsets): the wait for the projector and the view read
+overlap other batches' claims (claim-ahead, DESIGN.md §19). A run whose partitions the
 projector has reached is used as stored; any other run is completed with its events from that
 progress on (the log's tail, shared by the batch's reads) instead of waiting for the projector
 to apply other runs' writes. ``barrier_s`` > 0 first gives the projector that long to catch up.
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
 import structlog
@@ -83,21 +85,32 @@ class RunClaimer:
             yield claims.held[run_id]
 
     @asynccontextmanager
-    async def claim_many(self, floors: Mapping[str, int]) -> AsyncIterator[Claims]:
-        """Hold the leases of the runs a live writer does not hold; release them on exit."""
+    async def claim_many(
+        self,
+        floors: Mapping[str, int],
+        *,
+        lane: AbstractAsyncContextManager[object] | None = None,
+    ) -> AsyncIterator[Claims]:
+        """Hold the leases of the runs a live writer does not hold; release them on exit.
+
+        ``lane`` is held while the leases are taken and the end offsets read, not while the
+        projector is waited for: a caller bounds how many batches take leases at once, and a
+        batch claimed ahead waits for its views without holding back the next one's leases."""
         claims = Claims()
         leases: dict[str, Lease] = {}
         renewing: asyncio.Task[None] | None = None
         try:
-            outcomes = await self.leases.acquire_many(floors, self.owner, self._ttl_ms)
-            for run_id, lease in outcomes.items():
-                if lease is None:
-                    claims.refused.append(run_id)
-                else:
-                    leases[run_id] = lease
+            async with lane or nullcontext():
+                outcomes = await self.leases.acquire_many(floors, self.owner, self._ttl_ms)
+                for run_id, lease in outcomes.items():
+                    if lease is None:
+                        claims.refused.append(run_id)
+                    else:
+                        leases[run_id] = lease
+                ends = await self._ends(list(leases)) if leases else {}
             if leases:
                 renewing = asyncio.get_running_loop().create_task(self._renew(leases))
-                views = await self._latest_many(list(leases))
+                views = await self._latest_many(list(leases), ends)
                 for run_id, view in zip(list(leases), views, strict=True):
                     lease = leases[run_id]
                     if view.fence >= lease.fence:
@@ -134,24 +147,30 @@ class RunClaimer:
             # expiry frees them in ttl_ms; the next claim of these runs waits that long at most
             _log.warning("lease_release_failed", runs=[x.run_id for x in leases], error=str(e))
 
-    async def _latest_many(self, run_ids: list[str]) -> list[RunView]:
-        """Each run's view with every event committed before its lease was taken.
-
-        The end offsets of the batch's partitions are read once (after the leases were taken),
-        the projector is given up to ``barrier_s`` to reach them, then the views are read with
-        the progress they are complete up to, in one round trip. A run whose partitions the
-        projector has not reached (or that has events parked behind a gap) is completed with
-        its events from that progress on: a short read of the log's tail, shared by the runs of
-        the batch, instead of waiting for the projector to apply other runs' writes.
-        """
-        # One ListOffsets round for the whole batch (concurrent callers share it).
-        ends = dict(
+    async def _ends(self, run_ids: list[str]) -> dict[str, list[Position]]:
+        """The end offsets of each run's partitions, read after its lease was taken: one
+        ListOffsets round for the whole batch (concurrent callers share it)."""
+        return dict(
             zip(
                 run_ids,
                 await asyncio.gather(*(self.log.run_end_positions(r) for r in run_ids)),
                 strict=True,
             )
         )
+
+    async def _latest_many(
+        self, run_ids: list[str], ends: Mapping[str, list[Position]]
+    ) -> list[RunView]:
+        """Each run's view with every event committed before its lease was taken.
+
+        ``ends`` are the end offsets of the batch's partitions (read after the leases were
+        taken); the projector is given up to ``barrier_s`` to reach them, then the views are
+        read with the progress they are complete up to, in one round trip. A run whose
+        partitions the projector has not reached (or that has events parked behind a gap) is
+        completed with its events from that progress on: a short read of the log's tail, shared
+        by the runs of the batch, instead of waiting for the projector to apply other runs'
+        writes.
+        """
         furthest: dict[tuple[str, int], Position] = {}
         for positions in ends.values():
             for p in positions:

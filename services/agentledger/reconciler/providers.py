@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self, TypeVar, overload
 
 import structlog
 
@@ -141,13 +141,17 @@ class ProviderPool:
         """The circuit state of provider ``name``."""
         return self._health_of(name)
 
-    async def lookup(self, name: str, kind: str, key: str) -> LookupResult | ProviderError:
-        """Ask provider ``name`` about ``key``: the answer, or the error that ended the tries."""
+    async def lookup(
+        self, name: str, kind: str, key: str, *, unless: asyncio.Event | None = None
+    ) -> LookupResult | ProviderError | None:
+        """Ask provider ``name`` about ``key``: the answer, or the error that ended the tries;
+        None when ``unless`` was set before a try got its turn (nothing was asked, nothing is
+        known: the caller writes no finding)."""
         adapter = self.adapter(name)
         if adapter is None:
             return self._no_adapter(name)
         return await self._call(
-            name, lambda: adapter.lookup(kind, key), timed=self._timed(adapter, name)
+            name, lambda: adapter.lookup(kind, key), timed=self._timed(adapter, name), unless=unless
         )
 
     async def compensate(
@@ -174,11 +178,32 @@ class ProviderPool:
             isinstance(adapter, HttpProvider) and adapter.timeout_s <= self._policy(name).timeout_s
         )
 
+    @overload
     async def _call(
-        self, name: str, call: Callable[[], Awaitable[T]], *, timed: bool = False
-    ) -> T | ProviderError:
+        self, name: str, call: Callable[[], Awaitable[T]], *, timed: bool = ...
+    ) -> T | ProviderError: ...
+
+    @overload
+    async def _call(
+        self,
+        name: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        timed: bool = ...,
+        unless: asyncio.Event | None,
+    ) -> T | ProviderError | None: ...
+
+    async def _call(
+        self,
+        name: str,
+        call: Callable[[], Awaitable[T]],
+        *,
+        timed: bool = False,
+        unless: asyncio.Event | None = None,
+    ) -> T | ProviderError | None:
         """``call`` within the provider's concurrency, timeout (the adapter's own when ``timed``)
-        and tries; the error that ended the tries instead of raising it."""
+        and tries; the error that ended the tries instead of raising it; None when ``unless``
+        was set when a try got its turn (it is not made)."""
         policy = self._policy(name)
         limit = self._limits.get(name)
         if limit is None:
@@ -189,6 +214,8 @@ class ProviderPool:
         for attempt in range(1, policy.attempts + 1):
             try:
                 async with limit:
+                    if unless is not None and unless.is_set():
+                        return None
                     if timed:
                         result = await call()
                     else:

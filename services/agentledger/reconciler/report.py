@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass
 
 @dataclass
 class PassReport:
-    """Counts of one pass (``held``: runs a live writer had; ``backed_off``: provider down)."""
+    """Counts of one pass (``held``: runs a live writer had; ``backed_off``: provider down;
+    ``skipped``: intents claimed but not looked up because the service was stopping)."""
 
     intents: int = 0
     looked_up: int = 0
@@ -16,6 +17,7 @@ class PassReport:
     unknown: int = 0
     held: int = 0
     backed_off: int = 0
+    skipped: int = 0
     resumes: int = 0
     pauses: int = 0
     orphans: int = 0

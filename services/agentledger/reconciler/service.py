@@ -46,7 +46,8 @@ from agentledger.views.model import EffectView, RunView
 from agentledger.views.store import ViewReader
 
 _log = structlog.get_logger(__name__)
-#: Batches being claimed (leases, end offsets, views) at once by one instance.
+#: Batches taking leases (and reading end offsets) at once by one instance; their waits for the
+#: projector and their view reads overlap freely (claim-ahead, DESIGN.md §19).
 CLAIM_LANES = 2
 #: Runs in a pass's first batch: its lookups start after a short claim, and the batches after
 #: it double up to the batch size while those lookups run.
@@ -151,6 +152,8 @@ class Reconciler:
         self._outages: set[outage.Outage] = set()
         #: Set when a batch's outage outlasted the budget; the pass then raises it.
         self._fatal: UnreachableError | None = None
+        #: The service's stop event (set by :meth:`run`): once set, no new lookup starts.
+        self._stop: asyncio.Event | None = None
 
     async def run_once(self, *, watch: bool = True) -> PassReport:
         """One full pass (``watch=False``: intents and alerts only, no scan of every run)."""
@@ -185,7 +188,12 @@ class Reconciler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Pass after pass until ``stop`` is set; a failed pass is logged and retried next poll,
-        except past the outage budget: then the UnreachableError is raised."""
+        except past the outage budget: then the UnreachableError is raised.
+
+        Once ``stop`` is set the pass under way asks no provider anything more: lookups under
+        way finish and are written, runs claimed ahead whose lookups had not started are left
+        open and their leases released as every claim's are, and the pass ends."""
+        self._stop = stop
         watched_at = -math.inf
         while not stop.is_set():
             watch = time.monotonic() - watched_at >= self.settings.reconciler_watch_interval_s
@@ -215,9 +223,10 @@ class Reconciler:
 
         No view is read before the claim: the lease says whether a live writer has the run, and
         the view read behind the barrier says what is due. ``run_concurrency // batch_size``
-        batches are in flight at once, but only ``CLAIM_LANES`` of them are being claimed at a
-        time: the first (small, see :func:`batch_sizes`) batch's lookups start as soon as its own
-        claim is done, and other instances claiming the same runs meanwhile get a share of them.
+        batches are in flight at once, but only ``CLAIM_LANES`` of them take leases at a time:
+        the first (small, see :func:`batch_sizes`) batch's lookups start as soon as its own
+        claim is done, the next batches are claimed ahead while they run (their waits for the
+        projector overlap), and other instances claiming the same runs meanwhile get a share.
         """
         batch = self.settings.reconciler_batch_size
         chunks: list[list[str]] = []
@@ -230,7 +239,7 @@ class Reconciler:
 
         async def one(chunk: list[str]) -> None:
             async with limit:
-                if self._fatal is not None:
+                if self._fatal is not None or (self._stop is not None and self._stop.is_set()):
                     return
                 try:
                     await self._reconcile_batch(dict.fromkeys(chunk, 0), report, claiming)
@@ -272,8 +281,7 @@ class Reconciler:
         each other publish together, so the log commits them in one transaction instead of one
         per lookup that happens to finish alone."""
         async with AsyncExitStack() as held:
-            async with claiming:
-                claims = await held.enter_async_context(self.claimer.claim_many(floors))
+            claims = await held.enter_async_context(self.claimer.claim_many(floors, lane=claiming))
             report.held += len(claims.refused)
             waves = WriteWaves(len(claims.held), WRITE_LINGER_S)
             async with asyncio.TaskGroup() as tg:
@@ -288,9 +296,15 @@ class Reconciler:
             if not due:
                 return
             if len(due) == 1:  # the common case: no task of its own for the one lookup
-                resolutions = [await self._lookup(due[0], report)]
+                found = [await self._lookup(due[0], report)]
             else:
-                resolutions = list(await asyncio.gather(*(self._lookup(i, report) for i in due)))
+                found = list(await asyncio.gather(*(self._lookup(i, report) for i in due)))
+            # Lookups skipped because the service is stopping leave their intents open: what
+            # was found is written, nothing is guessed for the rest (plan_run asks no resume
+            # while an intent stays open).
+            resolutions = [r for r in found if r is not None]
+            if not resolutions:
+                return
             plan = plan_run(
                 claim.view,
                 resolutions,
@@ -330,8 +344,15 @@ class Reconciler:
             due.append(intent)
         return due
 
-    async def _lookup(self, intent: EffectView, report: PassReport) -> Resolution:
-        outcome = await self.providers.lookup(intent.provider, intent.kind, intent.idempotency_key)
+    async def _lookup(self, intent: EffectView, report: PassReport) -> Resolution | None:
+        """The finding of one lookup; None when the service is stopping and the lookup had not
+        got its turn (the intent stays open for the next pass or instance)."""
+        outcome = await self.providers.lookup(
+            intent.provider, intent.kind, intent.idempotency_key, unless=self._stop
+        )
+        if outcome is None:
+            report.skipped += 1
+            return None
         report.looked_up += 1
         resolution = decide(intent, outcome, self.hasher)
         if resolution.finding == "LANDED":
