@@ -24,7 +24,7 @@ from agentledger.errors import ConfigurationError, RunError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
-from agentledger.reconciler.app import drain_alerts, open_reconciler, serve
+from agentledger.reconciler.app import drain_alerts, open_reconciler, serve, tune_collector
 from agentledger.reconciler.effects import (
     EFFECT_STATES,
     effect_row,
@@ -70,6 +70,7 @@ def _redis_url(settings: ReconcilerSettings) -> str:
 async def _reconciler(args: argparse.Namespace) -> int:
     settings = await _settings()
     async with open_reconciler(settings) as app:
+        tune_collector()  # the process is set up: what exists now lives as long as it does
         if args.once:
             report = await app.reconciler.run_once()
             relayed = 0 if args.no_relay else await drain_alerts(app)
