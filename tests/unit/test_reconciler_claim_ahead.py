@@ -11,6 +11,7 @@ from agentledger.bus.port import Position
 from agentledger.events.models import EffectReconciled
 from agentledger.leases import Lease
 from agentledger.leasing.memory import MemoryLeaseStore
+from agentledger.providers.faults import FaultRule
 from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import LookupResult
 from agentledger.reconciler.service import Reconciler
@@ -146,3 +147,55 @@ async def test_a_stop_mid_pass_leaves_unasked_intents_open_and_every_lease_relea
     assert set(w.provider.lookups.values()) == {1}
     assert len(w.provider.lookups) == len(runs)
     assert not [r for r in runs if (await w.view(r)).open_effects()]
+
+
+class CountingLeases(MemoryLeaseStore):
+    """Leases that track how many the reconciler holds at once (``most``)."""
+
+    held: set[str]
+    most: int
+
+    async def acquire_many(
+        self, floors: Mapping[str, int], owner: str, ttl_ms: int
+    ) -> dict[str, Lease | None]:
+        """Acquire as the memory store does; count the reconciler's."""
+        got = await super().acquire_many(floors, owner, ttl_ms)
+        if owner.startswith("rec"):
+            self.held |= {r for r, lease in got.items() if lease is not None}
+            self.most = max(self.most, len(self.held))
+        return got
+
+    async def release_many(self, leases: Sequence[Lease]) -> None:
+        """Release as the memory store does; count the reconciler's."""
+        await super().release_many(leases)
+        self.held -= {x.run_id for x in leases}
+
+
+@dataclass
+class CountingWorld(World):
+    """A world whose lease store counts the reconciler's leases held at once."""
+
+    def __post_init__(self) -> None:
+        leases = CountingLeases(clock=self.clock)
+        leases.held, leases.most = set(), 0
+        self.leases = leases
+        self.log = MemoryEventLog(guard=self.leases, clock=self.clock)
+
+
+async def test_runs_in_flight_stay_within_run_concurrency_and_each_is_settled_once() -> None:
+    """With 8 runs in flight allowed and batches of 4, two batches are held at once and never
+    more, each of 20 intents is looked up once, and no lease is left held."""
+    w = CountingWorld()
+    w.provider.set_faults(FaultRule(latency_ms=1))
+    runs = [f"r{n:02d}" for n in range(20)]
+    for n, run_id in enumerate(runs):
+        await w.start_run(run_id, f"k{n:02d}")
+    rec = w.reconciler(reconciler_batch_size=BATCH, reconciler_run_concurrency=2 * BATCH)
+    report = await rec.run_once(watch=False)
+    assert isinstance(w.leases, CountingLeases)
+    assert w.leases.most == 2 * BATCH
+    assert report.resolved == len(runs)
+    assert set(w.provider.lookups.values()) == {1}
+    assert len(w.provider.lookups) == len(runs)
+    assert w.leases.held == set()
+    assert [await w.leases.current(r) for r in runs] == [None] * len(runs)

@@ -98,6 +98,28 @@ class WriteWaves:
         self._ready, self._open, self._timer = 0, None, None
 
 
+class InFlight:
+    """The runs a pass has in flight: a batch starts once its runs fit under the limit, and
+    batches start in the order they are taken."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._used = 0
+        self._room = asyncio.Condition()
+
+    async def take(self, runs: int) -> None:
+        """Wait until ``runs`` more fit (``runs`` at most the limit), then count them."""
+        async with self._room:
+            await self._room.wait_for(lambda: self._used + runs <= self._limit)
+            self._used += runs
+
+    async def give(self, runs: int) -> None:
+        """``runs`` are done: make room for the next batch."""
+        async with self._room:
+            self._used -= runs
+            self._room.notify_all()
+
+
 def batch_sizes(runs: int, batch: int) -> list[int]:
     """How ``runs`` are cut into batches: ``FIRST_BATCH`` first, doubling up to ``batch``."""
     sizes: list[int] = []
@@ -222,11 +244,13 @@ class Reconciler:
         """Resolve the due intents of ``run_ids``, in batches claimed together.
 
         No view is read before the claim: the lease says whether a live writer has the run, and
-        the view read behind the barrier says what is due. ``run_concurrency // batch_size``
-        batches are in flight at once, but only ``CLAIM_LANES`` of them take leases at a time:
-        the first (small, see :func:`batch_sizes`) batch's lookups start as soon as its own
-        claim is done, the next batches are claimed ahead while they run (their waits for the
-        projector overlap), and other instances claiming the same runs meanwhile get a share.
+        the view read behind the barrier says what is due. Batches start in order while their
+        runs fit in ``run_concurrency`` runs in flight (claimed and not yet released), but only
+        ``CLAIM_LANES`` of them take leases at a time: the first (small, see
+        :func:`batch_sizes`) batch's lookups start as soon as its own claim is done, the next
+        batches are claimed ahead while they run (their waits for the projector overlap, and
+        batches claimed before the pass's first writes do not wait for them at all), and other
+        instances claiming the same runs meanwhile get a share.
         """
         batch = self.settings.reconciler_batch_size
         chunks: list[list[str]] = []
@@ -234,22 +258,25 @@ class Reconciler:
         for size in batch_sizes(len(run_ids), batch):
             chunks.append(list(run_ids[start : start + size]))
             start += size
-        limit = asyncio.Semaphore(max(1, self.settings.reconciler_run_concurrency // batch))
+        room = InFlight(max(batch, self.settings.reconciler_run_concurrency))
         claiming = asyncio.Semaphore(CLAIM_LANES)
 
         async def one(chunk: list[str]) -> None:
-            async with limit:
-                if self._fatal is not None or (self._stop is not None and self._stop.is_set()):
-                    return
-                try:
-                    await self._reconcile_batch(dict.fromkeys(chunk, 0), report, claiming)
-                except AgentLedgerError as e:
-                    report.errors += 1
-                    self._fatal = self._fatal or self._gave_up(e)
-                    _log.warning("reconcile_batch_failed", runs=len(chunk), error=str(e))
+            try:
+                await self._reconcile_batch(dict.fromkeys(chunk, 0), report, claiming)
+            except AgentLedgerError as e:
+                report.errors += 1
+                self._fatal = self._fatal or self._gave_up(e)
+                _log.warning("reconcile_batch_failed", runs=len(chunk), error=str(e))
+            finally:
+                await room.give(len(chunk))
 
         async with asyncio.TaskGroup() as tg:
             for chunk in chunks:
+                await room.take(len(chunk))
+                if self._fatal is not None or (self._stop is not None and self._stop.is_set()):
+                    await room.give(len(chunk))
+                    break
                 tg.create_task(one(chunk))
         fatal, self._fatal = self._fatal, None
         if fatal is not None:

@@ -88,9 +88,9 @@ class ReconcilerSettings(ProviderSettings):
         default=1024,
         ge=1,
         le=16384,
-        description="runs in flight; run_concurrency // batch_size batches are claimed at once, "
-        "so one batch's claim and write overlap another's lookups (the providers' own "
-        "concurrency bounds the lookups)",
+        description="runs in flight (claimed, not yet released); batches are claimed ahead "
+        "while their runs fit, so one batch's claim and write overlap another's lookups (the "
+        "providers' own concurrency bounds the lookups)",
     )
     reconciler_batch_size: int = Field(
         default=128, ge=1, le=4096, description="runs claimed together behind one resume barrier"
