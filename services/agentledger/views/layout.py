@@ -7,20 +7,20 @@ must be re-read from there); ``applied_seq`` and ``_parked`` together are the to
 compares before it replaces the run, so dropping events over the cap moves the token too.
 Steps and effects live in their own hashes, one field per step index / idempotency key, so a
 batch writes only what it touched. Their values are the model's JSON without the fields at their
-defaults; one of :data:`DEFLATE_MIN_BYTES` or more is stored as raw DEFLATE behind
-:data:`DEFLATED` (a step's result is most of a view's bytes). A value written before either
-(the full JSON) reads the same.
+defaults; a long one is stored packed (views/packing.py: its hex as bytes, the rest deflated
+with a preset dictionary; a step's result is most of a view's bytes). A value written before
+(the full JSON, or deflated behind its mark) reads the same.
 """
 
 from __future__ import annotations
 
 import json
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 from agentledger.views import plain_json
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
+from agentledger.views.packing import pack, unpack
 from agentledger.views.records import Records
 
 PARKED_FIELD = "_parked"
@@ -90,39 +90,14 @@ def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, b
     return fields
 
 
-#: A steps or effects value at least this long is stored deflated.
-DEFLATE_MIN_BYTES = 256
-#: The mark of a deflated value: JSON never starts with a NUL byte.
-DEFLATED = b"\x00z"
-# Level 1: hex and prose results compress about as well as at 6, in less CPU.
-_DEFLATE_LEVEL = 1
-
-
-def _packed(data: bytes) -> bytes:
-    """``data`` deflated behind its mark when that is long enough and shorter."""
-    if len(data) < DEFLATE_MIN_BYTES:
-        return data
-    packed = zlib.compress(data, _DEFLATE_LEVEL, wbits=-15)
-    return DEFLATED + packed if len(packed) + len(DEFLATED) < len(data) else data
-
-
-def unpacked(value: bytes | str) -> str:
-    """The JSON text of a steps or effects value, deflated or not (memory stores keep str)."""
-    if isinstance(value, bytes):
-        if value.startswith(DEFLATED):
-            return zlib.decompress(value[len(DEFLATED) :], wbits=-15).decode()
-        return value.decode()
-    return value
-
-
 def encode_step(step: StepView) -> bytes:
     """One field value of the steps hash."""
-    return _packed(step.model_dump_json(exclude_defaults=True).encode())
+    return pack(step.model_dump_json(exclude_defaults=True).encode())
 
 
 def encode_effect(effect: EffectView) -> bytes:
     """One field value of the effects hash."""
-    return _packed(effect.model_dump_json(exclude_defaults=True).encode())
+    return pack(effect.model_dump_json(exclude_defaults=True).encode())
 
 
 _PART_MODELS: dict[str, type[StepView] | type[EffectView]] = {
@@ -139,7 +114,7 @@ def same_value(part: str, a: object, b: object) -> bool:
     model = _PART_MODELS.get(part)
     if model is None or not isinstance(a, bytes | str) or not isinstance(b, bytes | str):
         return False
-    return model.model_validate_json(unpacked(a)) == model.model_validate_json(unpacked(b))
+    return model.model_validate_json(unpack(a)) == model.model_validate_json(unpack(b))
 
 
 def token_of(run_hash: dict[bytes, bytes] | dict[str, bytes]) -> Token:
@@ -206,17 +181,17 @@ def decode_run(
 
 
 def _decode_step(data: bytes | str) -> StepView:
-    step: StepView = _STEP_VALIDATOR.validate_json(unpacked(data))
+    step: StepView = _STEP_VALIDATOR.validate_json(unpack(data))
     return step
 
 
 def _decode_effect(data: bytes | str) -> EffectView:
-    effect: EffectView = _EFFECT_VALIDATOR.validate_json(unpacked(data))
+    effect: EffectView = _EFFECT_VALIDATOR.validate_json(unpack(data))
     return effect
 
 
 def _decode_place(data: bytes | str) -> EffectPlace:
-    place: EffectPlace = _PLACE_VALIDATOR.validate_json(unpacked(data))
+    place: EffectPlace = _PLACE_VALIDATOR.validate_json(unpack(data))
     return place
 
 
