@@ -19,6 +19,7 @@ KillPoint = Literal[
     "before_checkpoint",  # acceptance passed, the checkpoint is not written
     "after_checkpoint",  # the step's checkpoint is durable
     "checkpoint_pending",  # with_next_commit: the step returns, its checkpoint is only queued
+    "resume_pending",  # a resume is ready, its RunResumed only queued for the first write
 ]
 KILL_POINTS: tuple[str, ...] = (
     "step",
@@ -27,11 +28,14 @@ KILL_POINTS: tuple[str, ...] = (
     "before_checkpoint",
     "after_checkpoint",
     "checkpoint_pending",
+    "resume_pending",
 )
 ANY = "any"
 #: Points reached only with ``checkpoints="with_next_commit"`` (a soak or demo of the default
 #: mode never reaches them).
 WITH_NEXT_COMMIT_ONLY: frozenset[str] = frozenset({"checkpoint_pending"})
+#: Points reached only by a process that resumes a run (a first run never reaches them).
+RESUME_ONLY: frozenset[str] = frozenset({"resume_pending"})
 
 
 class KillSwitch:

@@ -13,12 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agentledger._core.killswitch import KILL_POINTS, WITH_NEXT_COMMIT_ONLY
+from agentledger._core.killswitch import KILL_POINTS, RESUME_ONLY, WITH_NEXT_COMMIT_ONLY
 from agentledger.demo.plan import Report
 
 #: CLI names of the SDK kill points, in the order ``--kill-at all`` cycles through them.
 SOAK_POINTS: dict[str, str] = {
-    point.replace("_", "-"): point for point in KILL_POINTS if point not in WITH_NEXT_COMMIT_ONLY
+    point.replace("_", "-"): point
+    for point in KILL_POINTS
+    if point not in WITH_NEXT_COMMIT_ONLY | RESUME_ONLY
 }
 ALL = "all"
 

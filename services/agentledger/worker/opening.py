@@ -2,8 +2,9 @@
 
 Resume order: load the view behind the barrier; check versions (a refusal touches nothing);
 re-validate a pending approval; take the lease with ``floor`` = the view's fence (so the new
-fence beats every fence in the log even after Redis was wiped); write RunResumed first; then
-resolve every open intent through ``provider.lookup`` before any step runs.
+fence beats every fence in the log even after Redis was wiped); append RunResumed first; then
+resolve every open intent through ``provider.lookup`` before any step runs. A plain crash
+resume leaves RunResumed queued for the run's first durable write (DESIGN.md §13).
 """
 
 from __future__ import annotations
@@ -246,7 +247,11 @@ async def _claim(
         raise ApprovalError(f"the approval was rejected: {verdict.reason}", run_id=spec.run_id)
     for effect in open_effects:
         await resolve_open(session, effect)
-    await writer.flush()
+    queued = _rides_with_next_write(writer, decision, resumed_from_pause=pause is not None)
+    if queued:
+        session.kill_point("resume_pending")
+    else:
+        await writer.flush()
     _log.info(
         "run_resumed",
         run_id=spec.run_id,
@@ -254,4 +259,22 @@ async def _claim(
         fence=writer.fence,
         resolved=len(open_effects),
         source=session.source,
+        queued=queued,
     )
+
+
+def _rides_with_next_write(
+    writer: RunWriter, decision: versions.VersionDecision, *, resumed_from_pause: bool
+) -> bool:
+    """True when RunResumed may wait for the run's first durable write (DESIGN.md §13).
+
+    Only a crash resume with nothing else to say: the run was running (not paused, whose end
+    the console and the reconciler's pause checks read from the log), under the same versions
+    (a drift is recorded at once, invariant 7), and RunResumed is all that is queued (an open
+    intent's resolution commits now, as before). What it records then is only the takeover,
+    which the new fence on every later event records as well; a crash before the first write
+    leaves the log as the previous writer left it, and the next resume starts from there.
+    """
+    if resumed_from_pause or decision.changes:
+        return False
+    return len(writer.pending) == 1 and isinstance(writer.pending[0], RunResumed)
