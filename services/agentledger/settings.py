@@ -168,10 +168,10 @@ class CommonSettings(BaseSettings):
         ),
     )
     kafka_compression: KafkaCompression = Field(
-        default="gzip",
+        default="zstd",
         description=(
-            "compression of the record batches agentledger's producers write: gzip (built in), "
-            "zstd or lz4 (need the cramjam package), or none; readers decode any of them"
+            "compression of the record batches agentledger's producers write: zstd (through "
+            "cramjam, a dependency), lz4, gzip, or none; readers decode any of them"
         ),
     )
 
@@ -262,7 +262,7 @@ class CommonSettings(BaseSettings):
         """One of the codecs, and its package importable: else the start fails naming it."""
         if not isinstance(value, str):
             return value
-        lower = value.strip().lower() or "gzip"
+        lower = value.strip().lower() or "zstd"
         name = f"{ENV_PREFIX}KAFKA_COMPRESSION"
         if lower not in KAFKA_COMPRESSIONS:
             msg = f"{name}={value!r}: use {', '.join(KAFKA_COMPRESSIONS)}"

@@ -13,9 +13,11 @@ from agentledger.kafkaclient import compression_of
 from agentledger.settings import CommonSettings
 
 
-def test_batches_are_gzipped_unless_told_otherwise() -> None:
-    """The default codec is gzip (built into aiokafka); ``none`` turns compression off."""
-    assert compression_of(CommonSettings()) == "gzip"
+def test_batches_are_zstd_unless_told_otherwise() -> None:
+    """The default codec is zstd (cramjam is a dependency); gzip stays a choice, ``none`` turns
+    compression off, and an empty value is the default."""
+    assert compression_of(CommonSettings()) == "zstd"
+    assert compression_of(CommonSettings(kafka_compression="")) == "zstd"
     assert compression_of(CommonSettings(kafka_compression="none")) is None
     assert compression_of(CommonSettings(kafka_compression=" GZIP ")) == "gzip"
 
