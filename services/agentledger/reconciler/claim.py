@@ -7,8 +7,8 @@ instances off the same run: whoever does not get it skips the run for this pass.
 Leases are taken for a batch of runs at once, then the end offsets of the batch's partitions
 are read (after the leases were acquired, so they cover the previous holder's last commit), and
 the views are read with the projector's progress in one round trip. A caller's ``lane`` bounds
-only the first two steps (leases and end offsets): the wait for the projector and the view read
-overlap other batches' claims (claim-ahead, DESIGN.md §19). A run whose partitions the
+only the first two steps (leases and end offsets), its ``turn`` says when the last two (the wait
+for the projector and the view read) happen (claim-ahead, DESIGN.md §19). A run whose partitions the
 projector has reached is used as stored; any other run is completed with its events from that
 progress on (the log's tail, shared by the batch's reads) instead of waiting for the projector
 to apply other runs' writes. ``barrier_s`` > 0 first gives the projector that long to catch up.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
@@ -90,12 +90,17 @@ class RunClaimer:
         floors: Mapping[str, int],
         *,
         lane: AbstractAsyncContextManager[object] | None = None,
+        turn: Callable[[int], AbstractAsyncContextManager[object]] | None = None,
     ) -> AsyncIterator[Claims]:
         """Hold the leases of the runs a live writer does not hold; release them on exit.
 
-        ``lane`` is held while the leases are taken and the end offsets read, not while the
-        projector is waited for: a caller bounds how many batches take leases at once, and a
-        batch claimed ahead waits for its views without holding back the next one's leases."""
+        ``lane`` is held while the leases are taken and the end offsets read; ``turn(n)``, for
+        the ``n`` runs leased, is entered after that and held while the projector is waited for
+        and the views are read.
+        A caller bounds with the first how many batches take leases at once, and with the second
+        when a batch claimed ahead reads its views: the end offsets are those read after the
+        leases were taken, so a view read later is as complete (the projector has gone further,
+        and only this holder writes the run meanwhile)."""
         claims = Claims()
         leases: dict[str, Lease] = {}
         renewing: asyncio.Task[None] | None = None
@@ -110,7 +115,8 @@ class RunClaimer:
                 ends = await self._ends(list(leases)) if leases else {}
             if leases:
                 renewing = asyncio.get_running_loop().create_task(self._renew(leases))
-                views = await self._latest_many(list(leases), ends)
+                async with nullcontext() if turn is None else turn(len(leases)):
+                    views = await self._latest_many(list(leases), ends)
                 for run_id, view in zip(list(leases), views, strict=True):
                     lease = leases[run_id]
                     if view.fence >= lease.fence:

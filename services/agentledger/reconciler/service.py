@@ -22,6 +22,8 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass
+from functools import partial
 
 import structlog
 
@@ -37,6 +39,14 @@ from agentledger.providers.hashing import EffectHasher
 from agentledger.reconciler.claim import Claim, RunClaimer
 from agentledger.reconciler.compensation import Compensator
 from agentledger.reconciler.decide import Resolution, RunPlan, decide, intent_due, plan_run
+from agentledger.reconciler.pacing import (
+    FIRST_BATCH,
+    WRITE_LINGER_S,
+    InFlight,
+    ViewTurns,
+    WriteWaves,
+    batch_sizes,
+)
 from agentledger.reconciler.providers import ProviderPool
 from agentledger.reconciler.report import PassReport
 from agentledger.reconciler.settings import MAX_REDIS_IN_FLIGHT, ReconcilerSettings
@@ -45,91 +55,23 @@ from agentledger.tasks import within
 from agentledger.views.model import EffectView, RunView
 from agentledger.views.store import ViewReader
 
+# The pacing helpers lived here before they had their own module: still importable from here.
+__all__ = ["CLAIM_LANES", "FIRST_BATCH", "Reconciler", "WriteWaves", "batch_sizes"]
+
 _log = structlog.get_logger(__name__)
 #: Batches taking leases (and reading end offsets) at once by one instance; their waits for the
-#: projector and their view reads overlap freely (claim-ahead, DESIGN.md §19).
+#: projector and their view reads come at their turns (ViewTurns; claim-ahead, DESIGN.md §19).
 CLAIM_LANES = 2
-#: Runs in a pass's first batch: its lookups start after a short claim, and the batches after
-#: it double up to the batch size while those lookups run.
-FIRST_BATCH = 16
+#: Batches' worth of runs whose views may be read ahead of their lookups (see ViewTurns).
+VIEWS_AHEAD = 2
 
 
-#: How long a resolved run's write waits for the batch's other runs to be resolved too, so
-#: their writes share one transaction (the log commits what is pending together).
-WRITE_LINGER_S = 0.25
+@dataclass(frozen=True)
+class _Pace:
+    """A pass's claim lanes (leases and end offsets) and its turns to read views."""
 
-
-class WriteWaves:
-    """Lets the writes of a batch's runs go in waves: a wave opens when every run still being
-    resolved is ready to write, or ``linger_s`` after its first run was ready."""
-
-    def __init__(self, runs: int, linger_s: float) -> None:
-        self._left = runs
-        self._linger_s = linger_s
-        self._ready = 0
-        self._open: asyncio.Event | None = None
-        self._timer: asyncio.TimerHandle | None = None
-
-    async def ready(self) -> None:
-        """Wait until this run's wave opens."""
-        if self._open is None:
-            self._open = asyncio.Event()
-            self._timer = asyncio.get_running_loop().call_later(self._linger_s, self._release)
-        wave = self._open
-        self._ready += 1
-        self._check()
-        await wave.wait()
-
-    def done(self) -> None:
-        """A run of the batch will not write (nothing due, or it failed): wait no more for it."""
-        self._left -= 1
-        self._check()
-
-    def _check(self) -> None:
-        if self._open is not None and self._ready >= self._left:
-            self._release()
-
-    def _release(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        if self._open is not None:
-            self._open.set()
-        self._left -= self._ready
-        self._ready, self._open, self._timer = 0, None, None
-
-
-class InFlight:
-    """The runs a pass has in flight: a batch starts once its runs fit under the limit, and
-    batches start in the order they are taken."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._used = 0
-        self._room = asyncio.Condition()
-
-    async def take(self, runs: int) -> None:
-        """Wait until ``runs`` more fit (``runs`` at most the limit), then count them."""
-        async with self._room:
-            await self._room.wait_for(lambda: self._used + runs <= self._limit)
-            self._used += runs
-
-    async def give(self, runs: int) -> None:
-        """``runs`` are done: make room for the next batch."""
-        async with self._room:
-            self._used -= runs
-            self._room.notify_all()
-
-
-def batch_sizes(runs: int, batch: int) -> list[int]:
-    """How ``runs`` are cut into batches: ``FIRST_BATCH`` first, doubling up to ``batch``."""
-    sizes: list[int] = []
-    size = min(batch, FIRST_BATCH)
-    left = runs
-    while left > 0:
-        sizes.append(min(size, left))
-        left -= sizes[-1]
-        size = min(batch, size * 2)
-    return sizes
+    lanes: asyncio.Semaphore
+    turns: ViewTurns
 
 
 class Reconciler:
@@ -259,25 +201,26 @@ class Reconciler:
             chunks.append(list(run_ids[start : start + size]))
             start += size
         room = InFlight(max(batch, self.settings.reconciler_run_concurrency))
-        claiming = asyncio.Semaphore(CLAIM_LANES)
+        pace = _Pace(asyncio.Semaphore(CLAIM_LANES), ViewTurns(low=VIEWS_AHEAD * batch))
 
-        async def one(chunk: list[str]) -> None:
+        async def one(index: int, chunk: list[str]) -> None:
             try:
-                await self._reconcile_batch(dict.fromkeys(chunk, 0), report, claiming)
+                await self._reconcile_batch(index, dict.fromkeys(chunk, 0), report, pace)
             except AgentLedgerError as e:
                 report.errors += 1
                 self._fatal = self._fatal or self._gave_up(e)
                 _log.warning("reconcile_batch_failed", runs=len(chunk), error=str(e))
             finally:
+                await pace.turns.finished(index)
                 await room.give(len(chunk))
 
         async with asyncio.TaskGroup() as tg:
-            for chunk in chunks:
+            for index, chunk in enumerate(chunks):
                 await room.take(len(chunk))
                 if self._fatal is not None or (self._stop is not None and self._stop.is_set()):
                     await room.give(len(chunk))
                     break
-                tg.create_task(one(chunk))
+                tg.create_task(one(index, chunk))
         fatal, self._fatal = self._fatal, None
         if fatal is not None:
             raise fatal
@@ -299,25 +242,33 @@ class Reconciler:
         self._outages.clear()
 
     async def _reconcile_batch(
-        self, floors: dict[str, int], report: PassReport, claiming: asyncio.Semaphore
+        self, index: int, floors: dict[str, int], report: PassReport, pace: _Pace
     ) -> None:
-        """Claim the runs, resolve their due intents (their lookups concurrent, bounded by each
-        provider's concurrency), write each run as its lease holder, release the leases.
+        """Claim the runs (batch ``index`` of the pass; its views read at its turn), resolve
+        their due intents (their lookups concurrent, bounded by each provider's concurrency),
+        write each run as its lease holder, release the leases.
 
         The writes go in waves (:class:`WriteWaves`): the runs resolved within ``WRITE_LINGER_S`` of
         each other publish together, so the log commits them in one transaction instead of one
         per lookup that happens to finish alone."""
         async with AsyncExitStack() as held:
-            claims = await held.enter_async_context(self.claimer.claim_many(floors, lane=claiming))
+            claims = await held.enter_async_context(
+                self.claimer.claim_many(
+                    floors, lane=pace.lanes, turn=partial(pace.turns.turn, index)
+                )
+            )
             report.held += len(claims.refused)
             waves = WriteWaves(len(claims.held), WRITE_LINGER_S)
             async with asyncio.TaskGroup() as tg:
                 for claim in claims.held.values():
-                    tg.create_task(self._resolve(claim, report, waves))
+                    tg.create_task(self._resolve(claim, report, waves, pace.turns))
 
-    async def _resolve(self, claim: Claim, report: PassReport, waves: WriteWaves) -> None:
+    async def _resolve(
+        self, claim: Claim, report: PassReport, waves: WriteWaves, turns: ViewTurns
+    ) -> None:
         run_id = claim.view.run_id
         waiting = True
+        queued = True
         try:
             due = self._due(claim.view, None, report)
             if not due:
@@ -330,6 +281,8 @@ class Reconciler:
             # was found is written, nothing is guessed for the rest (plan_run asks no resume
             # while an intent stays open).
             resolutions = [r for r in found if r is not None]
+            queued = False
+            await turns.looked_up()
             if not resolutions:
                 return
             plan = plan_run(
@@ -346,6 +299,8 @@ class Reconciler:
             report.errors += 1
             _log.warning("reconcile_run_failed", run_id=run_id, error=str(e))
         finally:
+            if queued:
+                await turns.looked_up()
             if waiting:
                 waves.done()
 
