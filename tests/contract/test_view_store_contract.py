@@ -14,6 +14,7 @@ from agentledger.events import EffectIntended, EffectRecorded, RunFinished, RunS
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import RunEvent
 from agentledger.projector.applier import Applier, index_update
+from agentledger.projector.bulk import BulkCounts, PartitionFold
 from agentledger.projector.memory import CollectingPublisher
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
@@ -667,3 +668,38 @@ async def _open_in(store: ViewStore, namespace: str) -> list[OpenIntent]:
     """The open intents of ``namespace`` (read through the live pointer)."""
     await store.swap(namespace)
     return await store.open_intents()
+
+
+async def test_write_fresh_stored_stores_what_write_fresh_stores(
+    store: ViewStore, clock: Clock
+) -> None:
+    """A rebuild's runs folded in plain data and written in their stored form give, key for key,
+    what writing the model fold's views into a fresh namespace gives: TTLs, parked events, open
+    intents, and a run past retention stored nowhere."""
+    clock.now = 10 * DAY
+    parked_run = run_events("c")
+    runs = {
+        "a": run_events("a", finished_at=clock.now - 1000),
+        "b": run_events("b", finished_at=clock.now - 2 * DAY),
+        "c": [parked_run[0], parked_run[2]],
+        "d": run_events("d"),
+    }
+    codec = EventCodec()
+    fold_of = PartitionFold(codec, BulkCounts())
+    fold_of.add(
+        [
+            Record("t", 0, n, run_key(e.run_id), codec.encode(e))
+            for n, e in enumerate(e for events in runs.values() for e in events)
+        ]
+    )
+    fresh, views = await store.create_namespace(), await store.create_namespace()
+    outcome = await store.write_fresh_stored(fresh, fold_of.fresh())
+    assert outcome.expired == {"b"}
+    writes, updates = fold_of.writes()
+    await store.write_fresh(views, writes, updates)
+    snap = await store.snapshot(fresh)
+    assert snap == await store.snapshot(views)
+    assert snap[key(fresh, "a", "run")][2]
+    assert key(fresh, "c", "parked") in snap
+    assert not any("b" in name.split(":") for name in snap)
+    assert [i.idempotency_key for i in await _open_in(store, fresh)] == ["d:k0"]

@@ -3,9 +3,11 @@
 A rebuild reads every record of a partition before anyone reads the namespace it fills, so
 there is no reason to write a run after each chunk as the live projector does. The records of
 one partition number (that partition of every run topic: a run's events all land there) are
-decoded and folded per run in memory, exactly as :class:`~.applier.Applier` folds them (the same
-:func:`~agentledger.views.fold.fold`, parked events carried from chunk to chunk); then every run
-of the partition is written once, in pipelined slices, while the next partition is being read.
+decoded and folded per run in memory as :class:`~.applier.Applier` folds them (parked events
+carried from chunk to chunk), by the plain-data fold of :mod:`agentledger.views.bulk_fold`,
+which stores the bytes :func:`~agentledger.views.fold.fold` and the view layout store and falls
+back to them for what it is not sure of (DESIGN.md §10); then every run of the partition is
+written once, already encoded, in pipelined slices, while the next partition is being read.
 A :class:`Replayer` does this for all the ranges of a rebuild: :class:`InProcessReplayer` here,
 through any ports, or :class:`~.workers.ProcessReplayer` in parallel processes. The namespace's
 progress is recorded once, after the last write of every fold: a crash mid-rebuild leaves a
@@ -26,9 +28,9 @@ from agentledger.events.models import RunEvent
 from agentledger.projector.applier import decode_records, index_update
 from agentledger.projector.parking import DEFAULT_PARKED_MAX, bounded_parked, unique_parked
 from agentledger.projector.ports import LogReader, Record
-from agentledger.views.fold import fold
-from agentledger.views.model import RunView
-from agentledger.views.store import IndexUpdate, RunWrite, TopicPartition, ViewStore
+from agentledger.views.bulk_fold import PlainRun
+from agentledger.views.keys import STATUSES
+from agentledger.views.store import FreshRun, IndexUpdate, RunWrite, TopicPartition, ViewStore
 
 #: Runs per pipelined write, and how many such writes are in flight at once.
 WRITE_SLICE = 500
@@ -66,7 +68,7 @@ class Progress:
 
 @dataclass
 class _Run:
-    view: RunView
+    plain: PlainRun
     parked: list[RunEvent] = field(default_factory=list)
 
 
@@ -126,10 +128,10 @@ class PartitionFold:
                     continue
             state = self._runs.get(run_id)
             if state is None:
-                state = self._runs[run_id] = _Run(RunView(run_id=run_id))
-            result = fold(state.view, state.parked + events, in_place=True)
-            self._counts.applied += len(result.applied)
-            state.parked = unique_parked(result.parked)
+                state = self._runs[run_id] = _Run(PlainRun(run_id))
+            applied, parked = state.plain.fold(state.parked + events)
+            self._counts.applied += applied
+            state.parked = unique_parked(parked)
 
     def _placed(
         self, run_id: str, events: list[RunEvent], where: Mapping[str, Record], partitions: int
@@ -150,12 +152,36 @@ class PartitionFold:
         self._counts.dead_letters += len(events)
         return []
 
+    def fresh(self) -> list[FreshRun]:
+        """Each run's one write (from nothing stored) in its stored form, with its index
+        entries: what :meth:`writes` stores, encoded from the plain fold (views/bulk_fold.py)."""
+        out: list[FreshRun] = []
+        for run_id, state in self._runs.items():
+            plain = state.plain
+            if plain.applied_seq == 0 and not state.parked:
+                continue  # nothing admitted: the live projector writes nothing either
+            parked, dropped_from = bounded_parked(state.parked, self._parked_max)
+            fields, steps, effects = plain.stored(len(parked), dropped_from)
+            status, updated_at, finished_at, opened = plain.index_facts()
+            index = IndexUpdate(
+                run_id=run_id,
+                status=status,
+                updated_at=updated_at,
+                drop_statuses=STATUSES,
+                open_intents=opened,
+                closed_intents=frozenset(effects.keys() - opened.keys()),
+                parked=bool(parked) or dropped_from > 0,
+            )
+            ended = finished_at if finished_at is not None else updated_at
+            out.append(FreshRun(run_id, fields, steps, effects, parked, status, ended, index))
+        return out
+
     def writes(self) -> tuple[list[RunWrite], dict[str, IndexUpdate]]:
-        """Each run's one write (from nothing stored) and its index entries."""
+        """Each run's one write (from nothing stored) as a view, and its index entries."""
         writes: list[RunWrite] = []
         updates: dict[str, IndexUpdate] = {}
         for run_id, state in self._runs.items():
-            view = state.view
+            view = state.plain.model()
             if view.applied_seq == 0 and not state.parked:
                 continue  # nothing admitted: the live projector writes nothing either
             # every record is in memory here, parking is bounded only where it is stored: what
@@ -184,18 +210,14 @@ class PartitionFold:
 
 
 async def _write(
-    store: ViewStore,
-    namespace: str,
-    writes: list[RunWrite],
-    updates: dict[str, IndexUpdate],
-    counts: BulkCounts,
+    store: ViewStore, namespace: str, writes: list[FreshRun], counts: BulkCounts
 ) -> None:
     """Write runs and then their index entries, one slice per pipeline, a few at once."""
     limit = asyncio.Semaphore(WRITES_IN_FLIGHT)
 
-    async def one(part: list[RunWrite]) -> None:
+    async def one(part: list[FreshRun]) -> None:
         async with limit:
-            outcome = await store.write_fresh(namespace, part, updates)
+            outcome = await store.write_fresh_stored(namespace, part)
             # a run already past retention was written and indexed nowhere
             counts.runs_written += len(part) - len(outcome.expired)
 
@@ -279,8 +301,7 @@ async def fold_ranges(
                 await asyncio.sleep(0)  # let the previous partition's writes go out
             if writing is not None:
                 await writing
-            writes, updates = part.writes()
-            writing = tg.create_task(_write(store, namespace, writes, updates, counts))
+            writing = tg.create_task(_write(store, namespace, part.fresh(), counts))
 
 
 class InProcessReplayer(Replayer):

@@ -15,7 +15,7 @@ with a preset dictionary; a step's result is most of a view's bytes). A value wr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from agentledger.views import plain_json
@@ -63,22 +63,28 @@ def token_for(applied_seq: int, parked: int, dropped_from: int = 0) -> tuple[int
     return applied_seq, parked + (1 if dropped_from else 0)
 
 
+def encode_run_values(
+    values: Mapping[str, Any], parked: int, dropped_from: int = 0
+) -> dict[str, bytes]:
+    """The run hash of a view's field values (``view.__dict__``, or the plain values a rebuild
+    folds, views/bulk_fold.py); raises plain_json.Unusual for a value it is not sure of."""
+    # plain strings as they are, ints as their digits, the rest through plain_json.dumps
+    fields = {
+        name: (
+            value if plain else _digits(value) if type(value) is int else plain_json.dumps(value)
+        ).encode()
+        for name, plain in _RUN_ENCODING
+        for value in (values[name],)
+    }
+    fields[PARKED_FIELD] = str(token_for(0, parked, dropped_from)[1]).encode()
+    fields[DROPPED_FIELD] = str(dropped_from).encode()
+    return fields
+
+
 def encode_run(view: RunView, parked: int, dropped_from: int = 0) -> dict[str, bytes]:
     """The run hash of ``view`` with ``parked`` events waiting (and dropped from a seq)."""
-    values = view.__dict__
     try:
-        # plain strings as they are, ints as their digits, the rest through plain_json.dumps
-        fields = {
-            name: (
-                value
-                if plain
-                else _digits(value)
-                if type(value) is int
-                else plain_json.dumps(value)
-            ).encode()
-            for name, plain in _RUN_ENCODING
-            for value in (values[name],)
-        }
+        return encode_run_values(view.__dict__, parked, dropped_from)
     except plain_json.Unusual:
         data = view.model_dump(mode="json", include=_RUN_FIELD_SET)
         fields = {

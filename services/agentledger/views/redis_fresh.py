@@ -10,15 +10,15 @@ writes, key for key (a contract test compares the two).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentledger.events.codec import EventCodec
 from agentledger.views.keys import STATUSES, Group, SpaceKeys
 from agentledger.views.layout import encode_effect, encode_run, encode_step
 from agentledger.views.scripts import WRITE_HASHES
-from agentledger.views.store import IndexUpdate, RunWrite
-from agentledger.views.support import intent_member, retention_ttl
+from agentledger.views.store import FreshRun, IndexUpdate, RunWrite
+from agentledger.views.support import intent_member, ttl_after
 
 #: Runs of one slot group and their index entries, added to a fresh namespace.
 #: KEYS: 4 per run (run, steps, effects, parked), then the group's status indexes in
@@ -86,21 +86,51 @@ def fresh_calls(
 ) -> tuple[list[Call], set[str]]:
     """The WRITE_FRESH calls of ``writes`` (one per slot group) and the runs past retention,
     which are left out: stored nowhere, indexed nowhere."""
+    runs = [fresh_run(w, updates[w.run_id]) for w in writes]
+    return stored_calls(space, runs, codec=codec, retention_ms=retention_ms, now=now)
+
+
+def fresh_run(w: RunWrite, u: IndexUpdate) -> FreshRun:
+    """A view's write in its stored form (what :func:`stored_calls` sends)."""
+    view = w.view
+    ended = view.finished_at if view.finished_at is not None else view.updated_at
+    return FreshRun(
+        run_id=w.run_id,
+        fields=encode_run(view, len(w.parked), w.dropped_from),
+        steps={str(i): encode_step(view.steps[i]) for i in w.steps if i in view.steps},
+        effects={k: encode_effect(view.effects[k]) for k in w.effects if k in view.effects},
+        parked=w.parked if w.parked_changed else [],
+        status=view.status,
+        ended_at=ended,
+        index=u,
+    )
+
+
+def stored_calls(
+    space: SpaceKeys,
+    runs: Sequence[FreshRun],
+    *,
+    codec: EventCodec,
+    retention_ms: int | None,
+    now: int,
+) -> tuple[list[Call], set[str]]:
+    """The WRITE_FRESH calls of runs in their stored form (one per slot group) and the runs
+    past retention, which are left out: stored nowhere, indexed nowhere."""
     expired: set[str] = set()
     by_group: dict[Group, Call] = {}
-    for w in writes:
-        ttl = retention_ttl(w.view, retention_ms, now)
+    for run in runs:
+        ttl = ttl_after(run.status, run.ended_at, retention_ms, now)
         if ttl is not None and ttl <= 0:
-            expired.add(w.run_id)
+            expired.add(run.run_id)
             continue
-        group = space.group_of(w.run_id)
+        group = space.group_of(run.run_id)
         call = by_group.get(group)
         if call is None:
             call = by_group[group] = ([], [now, 0])
         keys, args = call
-        keys += space.run_keys(w.run_id)
+        keys += space.run_keys(run.run_id)
         args[1] += 1
-        _add_run(args, w, updates[w.run_id], codec, ttl)
+        _add_run(args, run, codec, ttl)
     calls = []
     for group, (keys, args) in by_group.items():
         keys += [space.status_index(s, group) for s in STATUSES]
@@ -109,40 +139,31 @@ def fresh_calls(
     return calls, expired
 
 
-def _add_run(
-    args: list[Any], w: RunWrite, u: IndexUpdate, codec: EventCodec, ttl: int | None
-) -> None:
+def _add_run(args: list[Any], run: FreshRun, codec: EventCodec, ttl: int | None) -> None:
     """One run's WRITE_FRESH arguments, appended to ``args``."""
-    view = w.view
-    fields = encode_run(view, len(w.parked), w.dropped_from)
-    steps = [(str(i), encode_step(view.steps[i])) for i in w.steps if i in view.steps]
-    effects = [(k, encode_effect(view.effects[k])) for k in w.effects if k in view.effects]
-    parked = [(e.event_id, codec.encode(e)) for e in w.parked] if w.parked_changed else []
+    u = run.index
+    fields = run.fields
+    parked = [(e.event_id, codec.encode(e)) for e in run.parked]
     status = b"" if u.status is None else _POSITION.get(u.status)
     if status is None:
         msg = f"run {u.run_id}: status {u.status!r} is not one of {STATUSES}"
         raise ValueError(msg)
     args += (
-        w.run_id,
+        run.run_id,
         b"" if ttl is None else ttl,
         len(fields),
-        len(steps),
-        len(effects),
+        len(run.steps),
+        len(run.effects),
         len(parked),
         status,
         u.updated_at,
         len(u.open_intents),
         b"1" if u.parked else b"0",
     )
-    for name, value in fields.items():
+    for pairs in (fields, run.steps, run.effects):
+        for name, value in pairs.items():
+            args += (name, value)
+    for name, value in parked:
         args += (name, value)
-    _pairs(args, steps)
-    _pairs(args, effects)
-    _pairs(args, parked)
     for key, at in u.open_intents.items():
         args += (intent_member(u.run_id, key), at)
-
-
-def _pairs(args: list[Any], pairs: Iterable[tuple[str, bytes]]) -> None:
-    for name, value in pairs:
-        args += (name, value)

@@ -52,7 +52,7 @@ from agentledger.views.layout import (
     token_for,
     token_of,
 )
-from agentledger.views.redis_fresh import WRITE_FRESH, fresh_calls
+from agentledger.views.redis_fresh import WRITE_FRESH, fresh_calls, stored_calls
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
 from agentledger.views.scripts import (
     COMMIT,
@@ -63,6 +63,7 @@ from agentledger.views.scripts import (
     WRITE_RUN,
 )
 from agentledger.views.store import (
+    FreshRun,
     IndexUpdate,
     OpenIntent,
     RunWrite,
@@ -384,6 +385,23 @@ class RedisViewStore(ViewStore):
             self._keys.space(namespace),
             writes,
             updates,
+            codec=self._codec,
+            retention_ms=self._retention_ms,
+            now=self._clock(),
+        )
+        if calls:
+            await self._run_pipeline([(WRITE_FRESH, keys, args) for keys, args in calls])
+        outcome = WriteOutcome()
+        outcome.expired = expired
+        return outcome
+
+    @translated
+    async def write_fresh_stored(self, namespace: str, runs: Sequence[FreshRun]) -> WriteOutcome:
+        """See :meth:`ViewStore.write_fresh_stored`: the runs' bytes as they are, one
+        WRITE_FRESH script per slot group, pipelined (see :mod:`.redis_fresh`)."""
+        calls, expired = stored_calls(
+            self._keys.space(namespace),
+            runs,
             codec=self._codec,
             retention_ms=self._retention_ms,
             now=self._clock(),

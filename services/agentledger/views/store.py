@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from agentledger.events.models import RunEvent
 from agentledger.events.positions import Position
-from agentledger.views.layout import Token
+from agentledger.views.layout import Token, decode_run, dropped_of
 from agentledger.views.model import RunView
 
 #: A topic-partition as the store keys progress by.
@@ -57,6 +57,22 @@ class RunWrite:
     parked: list[RunEvent] = field(default_factory=list)
     parked_changed: bool = False
     dropped_from: int = 0
+
+
+@dataclass(frozen=True)
+class FreshRun:
+    """One run of a rebuild already in its stored form (views/bulk_fold.py, DESIGN.md §10):
+    the fields of its run, steps and effects hashes, its parked events, when it ended
+    (``finished_at``, else ``updated_at``: retention counts from it) and its index entries."""
+
+    run_id: str
+    fields: dict[str, bytes]
+    steps: dict[str, bytes]
+    effects: dict[str, bytes]
+    parked: list[RunEvent]
+    status: str
+    ended_at: int
+    index: IndexUpdate
 
 
 class WriteOutcome:
@@ -263,6 +279,28 @@ class ViewStore(ViewReader):
             namespace, [updates[w.run_id] for w in writes if w.run_id not in outcome.expired]
         )
         return outcome
+
+    async def write_fresh_stored(self, namespace: str, runs: Sequence[FreshRun]) -> WriteOutcome:
+        """:meth:`write_fresh` of runs already encoded: what is stored is ``runs``' fields as
+        they are. Stores that can take them as bytes override this (the Redis store); here each
+        run is decoded into its view first (``layout.decode_run``) and written as a view."""
+        writes = []
+        for run in runs:
+            view = decode_run(run.fields, run.steps, run.effects)
+            dropped = dropped_of(run.fields)
+            writes.append(
+                RunWrite(
+                    run_id=run.run_id,
+                    expected=None,
+                    view=view,
+                    steps=set(view.steps),
+                    effects=set(view.effects),
+                    parked=run.parked,
+                    parked_changed=bool(run.parked),
+                    dropped_from=dropped,
+                )
+            )
+        return await self.write_fresh(namespace, writes, {r.run_id: r.index for r in runs})
 
     @abstractmethod
     async def update_indexes(

@@ -10,9 +10,15 @@ from agentledger.views.model import RunView
 
 def retention_ttl(view: RunView, retention_ms: int | None, now: int) -> int | None:
     """Milliseconds a finished run's keys still live (<= 0: already past), None = keep."""
-    if retention_ms is None or view.status not in FINISHED_STATUSES:
-        return None
     ended = view.finished_at if view.finished_at is not None else view.updated_at
+    return ttl_after(view.status, ended, retention_ms, now)
+
+
+def ttl_after(status: str, ended: int, retention_ms: int | None, now: int) -> int | None:
+    """:func:`retention_ttl` of a run with ``status`` that ended at ``ended`` (its
+    ``finished_at``, else its ``updated_at``)."""
+    if retention_ms is None or status not in FINISHED_STATUSES:
+        return None
     return ended + retention_ms - now
 
 
