@@ -16,7 +16,7 @@ from agentledger.errors import UnreachableError
 from agentledger.redisclient import pooled_client
 from agentledger.views.model import RunView
 from agentledger.views.redis_store import RedisViewStore
-from agentledger.views.store import IndexUpdate, RunWrite
+from agentledger.views.store import FreshRun, IndexUpdate, RunWrite
 
 Call = Callable[[RedisViewStore], Awaitable[object]]
 
@@ -39,6 +39,21 @@ CALLS: dict[str, Call] = {
         "v1",
         [RunWrite(run_id="r1", expected=None, view=RunView(run_id="r1"))],
         {"r1": IndexUpdate("r1", "new")},
+    ),
+    "write_fresh_stored": lambda s: s.write_fresh_stored(
+        "v1",
+        [
+            FreshRun(
+                run_id="r1",
+                fields={"status": b"new"},
+                steps={},
+                effects={},
+                parked=[],
+                status="new",
+                ended_at=0,
+                index=IndexUpdate("r1", "new"),
+            )
+        ],
     ),
     "record_progress": lambda s: s.record_progress("v1", {("t", 0): 1}),
     "commit": lambda s: s.commit("v1", [], [IndexUpdate("r1", "running")], {("t", 0): 1}),
