@@ -1,10 +1,14 @@
-"""``python -m bench.profile [--steps N] [--cprofile]``: where a step, an open and a resume of the
-agentledger SDK spend their time, on the local stack (a diagnostic, not a figure of the bench).
+"""``python -m bench.profile [--steps N] [--cprofile] [--concurrent RUNS]``: where a step, an open
+and a resume of the agentledger SDK spend their time, on the local stack (a diagnostic, not a
+figure of the bench).
 
 Each port call the worker makes while opening is wrapped in a timer: connections (the producer's
 start, InitProducerId), end offsets, the projector's view, the log's tail, the lease, and the
 commit that carries RunResumed. The resume is done by a fresh process (``resume`` mode), as the
 bench's resume figure is; ``--cprofile`` prints the hottest functions of the step loop.
+``--concurrent RUNS`` measures instead the bench's concurrency figure (RUNS runs of ``--steps``
+steps started together, opens and finishes included): process CPU per step and, with
+``--cprofile``, its hottest functions.
 """
 
 from __future__ import annotations
@@ -159,6 +163,41 @@ async def _measure(steps: int, use_cprofile: bool) -> dict[str, Any]:
     return report
 
 
+async def _concurrent(runs: int, steps: int, repeats: int, use_cprofile: bool) -> dict[str, Any]:
+    """``repeats`` rounds of ``runs`` runs of ``steps`` steps started together, as the bench's
+    concurrency figure runs them; CPU per step over every round after a warm-up round."""
+    env = await _env()
+    report: dict[str, Any] = {"runs": runs, "steps": steps, "repeats": repeats}
+    async with LedgerSdkPeer.sidecar(env, "profile-conc"):
+        peer = LedgerSdkPeer(env, "profile-conc")
+        await peer.start()
+        try:
+            await asyncio.gather(*(peer.run(f"warm-{n}", steps) for n in range(runs)))
+            profiler = cProfile.Profile() if use_cprofile else None
+            cpu = time.process_time()
+            start = time.perf_counter()
+            if profiler is not None:
+                profiler.enable()
+            for i in range(repeats):
+                await asyncio.gather(*(peer.run(f"conc-{i}-{n}", steps) for n in range(runs)))
+            if profiler is not None:
+                profiler.disable()
+            wall = time.perf_counter() - start
+            total = runs * steps * repeats
+            report["cpu_us_per_step"] = round((time.process_time() - cpu) * 1e6 / total, 1)
+            report["steps_per_s"] = round(total / wall, 1)
+            report["commits"] = peer.ledger.services.log.stats.commits  # type: ignore[attr-defined]
+            if profiler is not None:
+                profiler.dump_stats("/tmp/agentledger-profile-concurrent.pstats")
+                for order in ("tottime", "cumulative"):
+                    text = io.StringIO()
+                    pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(45)
+                    report[f"cprofile_{order}"] = text.getvalue().splitlines()
+        finally:
+            await peer.stop()
+    return report
+
+
 async def _crash_run(peer: LedgerSdkPeer, run_id: str, steps: int) -> None:
     """``steps`` steps of a run planned one step longer, then the handle is dropped unfinished
     (as a crash between steps: the lease is left to the resumer, same worker id)."""
@@ -208,9 +247,17 @@ def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--cprofile", action="store_true")
+    p.add_argument("--concurrent", type=int, default=0, metavar="RUNS")
+    p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--resume", help=argparse.SUPPRESS)
     a = p.parse_args()
     configure_logging("WARNING")
+    if a.concurrent:
+        report = asyncio.run(_concurrent(a.concurrent, a.steps, a.repeats, a.cprofile))
+        for order in ("tottime", "cumulative"):
+            print("\n".join(report.pop(f"cprofile_{order}", [])))
+        print(json.dumps(report, indent=1))
+        return
     if a.resume:
         print(json.dumps(asyncio.run(_resume(a.resume, a.steps))))
         return

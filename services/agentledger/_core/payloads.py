@@ -34,10 +34,15 @@ class Encoded:
         return len(self.json.encode()) + len(self.ref_uri or "") + len(self.ref_hash or "")
 
 
+#: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, with the
+#: encoder made once instead of at every call (it keeps no state between calls).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def dumps(value: Any) -> str:
     """Compact JSON (key order kept, UTF-8 kept); PayloadError for anything that is not JSON."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _ENCODE(value)
     except (TypeError, ValueError) as e:
         raise PayloadError(f"value cannot be recorded as JSON: {e}") from e
 

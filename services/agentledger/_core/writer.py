@@ -15,6 +15,7 @@ from agentledger.alerts.codes import AlertCode
 from agentledger.alerts.model import closing_alert, run_alert_id
 from agentledger.bus.port import EventLog
 from agentledger.errors import RunClosedError
+from agentledger.events.ids import fresh_event_id
 from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
 from agentledger.views import Admission, RunView, admit, apply_event
 
@@ -54,7 +55,10 @@ class RunWriter:
     def append(self, cls: type[E], **fields: Any) -> E:
         """Build the next event of the run, fold it into the view, and queue it."""
         self._check_usable()
+        # the id passed, not left to the default factory: pydantic's call of a factory costs
+        # more than the model's whole validation (DESIGN.md §13, per-step CPU)
         event = cls(
+            event_id=fresh_event_id(),
             run_id=self.view.run_id,
             seq=self.view.applied_seq + 1,
             fence=self.fence,
@@ -84,6 +88,7 @@ class RunWriter:
         self._check_usable()
         fields.setdefault("action", code.action)
         alert = Alert(
+            event_id=fresh_event_id(),
             alert_id=run_alert_id(code.code, self.view.run_id, key),
             code=code.code,
             severity=severity or code.severity,

@@ -15,7 +15,8 @@ import fastavro
 import pydantic
 
 from agentledger.errors import DecodeError, UnknownSchemaError
-from agentledger.events.avro_fast import DOUBTS, Reader, compile_reader
+from agentledger.events.avro_fast import DOUBTS, NotFast, Reader, compile_reader
+from agentledger.events.avro_writers import Writer, compile_writer
 from agentledger.events.models import EVENT_BY_NAME, Event
 from agentledger.events.schemas import SchemaSet, default_schema_set
 
@@ -41,7 +42,8 @@ class EventCodec:
     def __init__(
         self, schemas: SchemaSet | None = None, *, fast: bool = True, compiled: bool = True
     ) -> None:
-        """``fast=False`` decodes every record the full way (fastavro, then pydantic), and
+        """``fast=False`` decodes (and encodes) every record the full way (fastavro, then
+        pydantic; ``model_dump`` then fastavro), and
         ``compiled=False`` takes the exec'd fast readers even when compiled ones were built
         (see :mod:`agentledger.events.avro_compiled`): tests compare the paths."""
         self._schemas = schemas or default_schema_set()
@@ -54,6 +56,9 @@ class EventCodec:
         # reader is compiled when its first record is decoded: a process that decodes few
         # kinds (a resume reads a view, decodes no record) does not compile two dozen.
         self._fast: dict[bytes, Reader] = {}
+        # encoding: a header and a fast writer per event class (None: fastavro writes it)
+        self._writers: dict[type[Event], tuple[bytes, Writer | None]] = {}
+        self._fast_writes = fast
         self._use_compiled = compiled
         self._uncompiled: dict[bytes, tuple[type[Event], dict[str, Any]]] = {}
         for name, fp in self._schemas.current_fingerprints.items() if fast else ():
@@ -79,7 +84,28 @@ class EventCodec:
         return self._schemas
 
     def encode(self, event: Event) -> bytes:
-        """Serialize ``event`` with its current schema."""
+        """Serialize ``event`` with its current schema (the fast writer's bytes are fastavro's:
+        see :mod:`agentledger.events.avro_writers`)."""
+        kind = type(event)
+        known = self._writers.get(kind)
+        if known is None:
+            known = self._writers[kind] = self._writer_of(kind)
+        header, writer = known
+        if writer is not None:
+            try:
+                return header + writer(event)
+            except (NotFast, KeyError, UnicodeEncodeError):
+                pass  # not a value the fast writer vouches for: fastavro decides
+        return self._slow_encode(event)
+
+    def _writer_of(self, kind: type[Event]) -> tuple[bytes, Writer | None]:
+        name = kind.__name__
+        header = MAGIC + self._schemas.current_fingerprints[name]
+        fast = compile_writer(kind, self._schemas.current[name]) if self._fast_writes else None
+        return header, fast
+
+    def _slow_encode(self, event: Event) -> bytes:
+        """``event`` written by fastavro from its ``model_dump`` (the reference encoding)."""
         name = type(event).__name__
         buf = io.BytesIO()
         buf.write(MAGIC)
