@@ -103,6 +103,10 @@ async def _projector_rate(procs: list[ProjectorProcess], total: int) -> dict[str
         "events_applied_per_s": round((count(last) - base) / elapsed, 1) if elapsed > 0 else 0.0,
         "batches": batches,
         "mean_batch": round(total / max(1, batches), 1),
+        # events that waited for a gap: parked in Redis (a run written again), or held in
+        # memory until the next fetch filled it (absent before session 8)
+        "events_parked": sum(int(m.get("events_parked", 0)) for m in last),
+        "events_held": sum(int(m.get("events_held", 0)) for m in last),
     }
 
 

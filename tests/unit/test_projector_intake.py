@@ -46,3 +46,18 @@ async def test_put_waits_while_the_fold_is_behind() -> None:
     assert not blocked.done()
     await intake.batch()
     await asyncio.wait_for(blocked, 5)
+
+
+async def test_a_drained_fetch_is_cut_into_batches_of_whole_partition_numbers() -> None:
+    """Everything a fetch drained (topic after topic) is handed over by partition number: every
+    topic's records of a number in one list, each partition in offset order, lists of about a
+    batch each."""
+    intake = Intake(["a", "b"], batch_max=4, linger_s=0)
+    fetched = [Record(t, p, o, None, b"x") for t in ("a", "b") for p in (1, 0) for o in range(3)]
+    await intake.put_fetch(list(fetched))
+    first, second = await intake.batch(), await intake.batch()
+    assert {r.partition for r in first} == {0}
+    assert {r.partition for r in second} == {1}
+    for batch in (first, second):
+        for topic in ("a", "b"):
+            assert [r.offset for r in batch if r.topic == topic] == [0, 1, 2]

@@ -113,7 +113,9 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
         table_standby_replicas=1,
         producer_acks=-1,
         broker_commit_interval=1.0,
-        broker_max_poll_records=settings.projector_batch_max,  # one fetch is at most a batch
+        # a getmany drains every partition's fetched records (not a batch's worth, which came
+        # topic by topic): the intake cuts them into batches of whole partition numbers
+        broker_max_poll_records=None,
         broker_session_timeout=settings.projector_session_timeout_ms / 1000,
         broker_heartbeat_interval=settings.projector_session_timeout_ms / 5000,
         web_enabled=settings.projector_web_enabled,

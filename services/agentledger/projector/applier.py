@@ -12,6 +12,8 @@ idempotent, so a crash at any point followed by a redo of the batch converges to
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from agentledger.projector.findings import (
     fence_conflict_alert,
     stale_fence_alert,
 )
+from agentledger.projector.holding import HELD_MAX, HeldEvents
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.parking import (
     DEFAULT_PARKED_MAX,
@@ -57,6 +60,7 @@ MAX_CONFLICT_ROUNDS = 5
 #: many records, each sent while the next is folded (DESIGN.md §16). Smaller slices overlap more
 #: of Redis's work with the fold; each costs one more round trip and script call.
 SLICE_RECORDS = 500
+_WHOLE = math.inf  # one slice, whatever its size
 _LETTERED_KEPT = 100_000
 
 
@@ -191,7 +195,7 @@ def partition_slices(
     batch: Decoded,
     progress: Mapping[TopicPartition, int],
     floors: Mapping[TopicPartition, int],
-    size: int,
+    size: float,
 ) -> list[Slice]:
     """``batch`` cut into slices of whole partitions (in partition order) of at least ``size``
     events each but the last; each partition's progress and floor go with its runs, those of
@@ -268,8 +272,13 @@ class Applier:
         partitions: int | None = None,
         parked_max: int = DEFAULT_PARKED_MAX,
         slice_records: int = SLICE_RECORDS,
+        hold_s: float = 0.0,
+        held_max: int = HELD_MAX,
     ) -> None:
         self._store = store
+        # events a run cannot apply yet, held in memory instead of parked in the store while
+        # their gap is likely to fill from the next fetch (DESIGN.md §16)
+        self._held = HeldEvents(hold_s, capacity=held_max)
         self._slice = slice_records
         self._parked_max = parked_max
         # runs whose next event may be one dropped over the parked cap: the runner re-reads
@@ -287,9 +296,11 @@ class Applier:
         self._alerted = RecentIds(_LETTERED_KEPT)
 
     def reset(self) -> None:
-        """Forget cached runs and pending re-reads (another namespace, or after an error)."""
+        """Forget cached runs, held events and pending re-reads (another namespace, or after
+        an error): progress never passed a held event, so a redo reads it from the log."""
         self._cache.clear()
         self._rereads.clear()
+        self._held.clear()
 
     def take_rereads(self) -> set[str]:
         """The runs to re-read from the log since the last call (see :mod:`.parking`)."""
@@ -304,10 +315,17 @@ class Applier:
         floors: Mapping[TopicPartition, int] | None = None,
         *,
         complete: frozenset[str] = frozenset(),
-    ) -> None:
+        hold: bool = False,
+    ) -> dict[TopicPartition, int]:
         """Apply ``records`` to ``namespace`` and raise ``progress`` with the views (one atomic
-        step per slot group), provided the stored progress reached ``floors`` (else
-        ViewsRegressedError); on any error drop the cache and re-raise.
+        step per slot group and slice), provided the stored progress reached ``floors`` (else
+        ViewsRegressedError); return the progress written. On any error drop the cache and
+        the held events, and re-raise.
+
+        With ``hold`` (and a hold time), events a run cannot apply yet are held in memory
+        instead of parked in the store, and each partition's progress stops at its lowest held
+        record (DESIGN.md §16); held events of the batch's runs, and every held event past the
+        hold time, are folded again first.
 
         ``complete`` names runs whose every record up to now is in ``records`` (a re-read of
         their log): the events they dropped over the parked cap are among them, so their drop
@@ -315,59 +333,16 @@ class Applier:
         when the records were first applied, and are not published again.
         """
         try:
-            if complete or self._partitions is None or len(records) <= self._slice:
-                batch = decode_records(self._codec, records, self._partitions)
-                if complete:
-                    batch.letters = []
-                await self._apply(namespace, batch, progress or {}, floors or {}, complete)
-            else:
-                await self._apply_sliced(namespace, records, progress or {}, floors or {})
+            batch = decode_records(self._codec, records, self._partitions)
+            if complete:
+                batch.letters = []
+            return await self._apply(
+                namespace, batch, progress or {}, floors or {}, complete, hold=hold
+            )
         except BaseException:
             self._cache.clear()
+            self._held.clear()
             raise
-
-    async def _apply_sliced(
-        self,
-        namespace: str,
-        records: Sequence[Record],
-        progress: Mapping[TopicPartition, int],
-        floors: Mapping[TopicPartition, int],
-    ) -> None:
-        """Apply ``records`` in slices of whole partitions, each committed as its own atomic
-        step (its runs' views and index entries with its partitions' progress), sent as soon
-        as it is folded: Redis runs one slice's scripts while this process folds and encodes
-        the next (DESIGN.md §16). A run's records all sit on its home partition, so slices
-        share no run: no slice's fold depends on another's commit."""
-        batch = decode_records(self._codec, records, self._partitions)
-        await self._publish_letters(batch)
-        slices = partition_slices(batch, progress, floors, self._slice)
-        states = await self._states(namespace, batch.runs)
-        flights: list[tuple[asyncio.Future[WriteOutcome], dict[str, _Fold], Slice]] = []
-        try:
-            for part in slices:
-                folds = self._fold_runs(part.runs, states, frozenset())
-                await self._publish_alerts(folds, batch)
-                writes = [f.write for f in folds.values() if f.write is not None]
-                updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
-                send = self._store.plan_commit(
-                    namespace, writes, updates, part.progress, part.floors
-                )
-                flights.append((asyncio.ensure_future(send()), folds, part))
-                await asyncio.sleep(0)  # the commit goes out before the next slice is folded
-        finally:
-            # every commit sent is waited for (never left running), the first failure raised
-            done = await asyncio.gather(*(f for f, _, _ in flights), return_exceptions=True)
-        outcomes = [o for o in done if isinstance(o, WriteOutcome)]
-        for failed in done:
-            if isinstance(failed, BaseException):
-                raise failed
-        for (_, folds, part), outcome in zip(flights, outcomes, strict=True):
-            self._settle_outcome(folds, outcome)
-            if outcome.unwritten:
-                # refolded from what is stored and committed again, as a batch's conflicts are
-                again = Decoded({r: part.runs[r] for r in outcome.unwritten if r in part.runs})
-                again.where = batch.where
-                await self._apply(namespace, again, part.progress, part.floors, frozenset())
 
     async def _apply(
         self,
@@ -376,16 +351,84 @@ class Applier:
         progress: Mapping[TopicPartition, int],
         floors: Mapping[TopicPartition, int],
         complete: frozenset[str],
-    ) -> None:
+        *,
+        hold: bool,
+    ) -> dict[TopicPartition, int]:
+        """Fold and commit ``batch`` in slices of whole partitions, each committed as its own
+        atomic step (its runs' views and index entries with its partitions' progress), sent
+        as soon as it is folded: Redis runs one slice's scripts while this process folds and
+        encodes the next (DESIGN.md §16). A run's records all sit on its home partition, so
+        slices share no run: no slice's fold depends on another's commit. A re-read of runs
+        (``complete``) is one slice, as is a batch of at most ``slice_records`` records."""
+        now = time.monotonic()
+        self._held.take(batch, now, self._lagging())
         await self._publish_letters(batch)
-        pending = dict(batch.runs)
+        # without the partition count a run's home is not checked: one slice, one commit
+        size = _WHOLE if complete or self._partitions is None else self._slice
+        slices = partition_slices(batch, progress, floors, size)
+        states = await self._states(namespace, batch.runs)
+        flights: list[tuple[asyncio.Future[WriteOutcome], dict[str, _Fold], Slice]] = []
+        written: dict[TopicPartition, int] = {}
+        try:
+            for part in slices:
+                folds = self._fold_runs(
+                    part.runs, states, complete, where=batch.where, hold=hold, now=now
+                )
+                await self._publish_alerts(folds, batch)
+                writes = [f.write for f in folds.values() if f.write is not None]
+                updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
+                # a partition's held events were all decided by this slice's fold
+                part.progress = self._held.below(part.progress)
+                written.update(part.progress)
+                send = self._store.plan_commit(
+                    namespace, writes, updates, part.progress, part.floors
+                )
+                flights.append((asyncio.ensure_future(send()), folds, part))
+                if len(slices) > 1:
+                    await asyncio.sleep(0)  # the commit goes out before the next slice is folded
+        finally:
+            # every commit sent is waited for (never left running), the first failure raised
+            done = await asyncio.gather(*(f for f, _, _ in flights), return_exceptions=True)
+        for failed in done:
+            if isinstance(failed, BaseException):
+                raise failed
+        outcomes = [o for o in done if isinstance(o, WriteOutcome)]
+        for (_, folds, part), outcome in zip(flights, outcomes, strict=True):
+            self._settle_outcome(folds, outcome)
+            if outcome.unwritten:
+                await self._refold(
+                    namespace, batch, part, outcome.unwritten, complete=complete, hold=hold, now=now
+                )
+        return written
+
+    async def _refold(
+        self,
+        namespace: str,
+        batch: Decoded,
+        part: Slice,
+        unwritten: set[str],
+        *,
+        complete: frozenset[str],
+        hold: bool,
+        now: float,
+    ) -> None:
+        """A slice's commit found moved tokens and wrote nothing: its runs are refolded from
+        what is stored and committed again with the same progress, until nothing moves."""
+        pending = {r: part.runs[r] for r in unwritten if r in part.runs}
         for _ in range(MAX_CONFLICT_ROUNDS):
-            folds = await self._fold_all(namespace, pending, complete)
-            # findings are durable before the progress that passes the records raising them
+            for run_id in pending:
+                self._held.drop(run_id)  # its events are in ``pending``: decided again
+            states = await self._states(namespace, pending)
+            folds = self._fold_runs(
+                pending, states, complete, where=batch.where, hold=hold, now=now
+            )
             await self._publish_alerts(folds, batch)
             writes = [f.write for f in folds.values() if f.write is not None]
             updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
-            outcome = await self._store.commit(namespace, writes, updates, progress, floors)
+            part.progress = self._held.below(part.progress)
+            outcome = await self._store.commit(
+                namespace, writes, updates, part.progress, part.floors
+            )
             self._settle_outcome(folds, outcome)
             pending = {r: pending[r] for r in outcome.unwritten if r in pending}
             if not outcome.unwritten:
@@ -393,6 +436,30 @@ class Applier:
         run_id = min(pending) if pending else "?"
         msg = f"view kept changing under this projector for {MAX_CONFLICT_ROUNDS} rounds"
         raise ViewWriteConflictError(msg, run_id=run_id)
+
+    # --- events held in memory (DESIGN.md §16) -------------------------------------------
+
+    @property
+    def held_partitions(self) -> set[int]:
+        """Partition numbers with an event held in memory (their progress stops before it)."""
+        return self._held.partitions
+
+    def held_due(self) -> bool:
+        """True when some held event's hold is over (the next apply parks it)."""
+        return self._held.due(time.monotonic(), self._lagging())
+
+    def below_held(self, progress: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``progress`` with each partition stopped at its lowest held record, if any."""
+        return self._held.below(progress)
+
+    def forget(self, tps: Iterable[TopicPartition]) -> None:
+        """Drop the held events of partitions no longer ours (see HeldEvents.forget)."""
+        self._held.forget(tps)
+
+    def _lagging(self) -> set[int]:
+        """Partition numbers with a run topic not delivered up to its end (at the last tick):
+        a gap of theirs may fill from the next fetch."""
+        return {p for (_, p), n in self._metrics.lag.items() if n > 0}
 
     def _settle_outcome(self, folds: dict[str, _Fold], outcome: WriteOutcome) -> None:
         """Cache and count what a commit wrote; forget the cached views it left unwritten."""
@@ -430,11 +497,6 @@ class Applier:
                     reason=letter.reason,
                 )
 
-    async def _fold_all(
-        self, namespace: str, pending: dict[str, list[RunEvent]], complete: frozenset[str]
-    ) -> dict[str, _Fold]:
-        return self._fold_runs(pending, await self._states(namespace, pending), complete)
-
     async def _states(
         self, namespace: str, run_ids: Iterable[str]
     ) -> dict[str, tuple[StoredRun, bool]]:
@@ -459,15 +521,39 @@ class Applier:
         pending: dict[str, list[RunEvent]],
         states: Mapping[str, tuple[StoredRun, bool]],
         complete: frozenset[str],
+        *,
+        where: Mapping[str, Record],
+        hold: bool,
+        now: float,
     ) -> dict[str, _Fold]:
         folds: dict[str, _Fold] = {}
+        holding = hold and self._held.hold_s > 0
+        room = self._held.room()
+        lagging = self._lagging() if holding else set()
         for run_id, events in pending.items():
             state, cold = states[run_id]
             status_before = state.view.status
             result = fold(state.view, state.parked + events, in_place=True)
             since = 0 if run_id in complete else state.dropped_from
             parked, dropped_from = bounded_parked(result.parked, self._parked_max, since)
-            parked_changed = {e.event_id for e in parked} != {e.event_id for e in state.parked}
+            before = {e.event_id for e in state.parked}
+            home = where[events[0].event_id].partition
+            fresh = [e for e in parked if e.event_id not in before]
+            if (
+                holding
+                and fresh
+                and len(fresh) <= room
+                and dropped_from == state.dropped_from
+                and run_id not in complete
+                and not self._held.expired(home, run_id, now, lagging)
+            ):
+                self._held.hold(run_id, home, [(e, where[e.event_id]) for e in fresh], now)
+                self._metrics.held += len(fresh)
+                room -= len(fresh)
+                parked = [e for e in parked if e.event_id in before]
+            else:
+                self._held.release(run_id, home)
+            parked_changed = {e.event_id for e in parked} != before
             write = None
             if result.applied or parked_changed or dropped_from != state.dropped_from:
                 write = RunWrite(

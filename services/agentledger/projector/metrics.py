@@ -20,6 +20,7 @@ class Metrics:
     applied: int = 0
     duplicates: int = 0
     parked: int = 0
+    held: int = 0  # events held in memory while a gap was likely to fill (DESIGN.md §16)
     rereads: int = 0  # runs re-read from the log after dropping parked events over the cap
     stale: int = 0
     conflicts: int = 0
@@ -76,6 +77,7 @@ class Metrics:
             "events_applied_per_second": round(self.applied_per_second(), 1),
             "duplicates_skipped": self.duplicates,
             "events_parked": self.parked,
+            "events_held": self.held,
             "parked_overflow_rereads": self.rereads,
             "stale_rejected": self.stale,
             "fence_conflicts": self.conflicts,

@@ -25,6 +25,7 @@ _COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("applied", "agentledger_projector_events_applied", "events folded into the views"),
     ("duplicates", "agentledger_projector_duplicates_skipped", "events already applied"),
     ("parked", "agentledger_projector_events_parked", "events parked ahead of a gap"),
+    ("held", "agentledger_projector_events_held", "events held in memory for a gap to fill"),
     (
         "rereads",
         "agentledger_projector_parked_overflow_rereads",

@@ -128,6 +128,7 @@ class Projector:
         )
 
     def _forget(self, tp: TopicPartition) -> None:
+        self._applier.forget([tp])
         self._reread.discard(tp)
         self._moved_at.pop(tp, None)
         self._pos.pop(tp, None)
@@ -173,8 +174,8 @@ class Projector:
             if kept:
                 keep.extend(kept)
                 ends[tp] = max(r.offset for r in kept) + 1
-        if keep:
-            await self._apply(namespace, keep, ends)
+        if keep or self._applier.held_due():
+            await self._apply(namespace, keep, ends, hold=True)
         await self._reread_runs(namespace)
         self._metrics.batches += 1
 
@@ -288,10 +289,11 @@ class Projector:
         # the offsets a range spans include transaction markers no chunk delivers
         self._metrics.rebuild_done += max(0, target - done)
         ends = {tp: end for tp, (_, end) in ranges.items()}
-        await self._store.record_progress(namespace, ends, self._floors(ends))
+        durable = self._applier.below_held(ends)
+        await self._store.record_progress(namespace, durable, self._floors(ends))
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
-            self._floor[tp] = max(self._floor.get(tp, end), end)
+            self._floor[tp] = max(self._floor.get(tp, durable[tp]), durable[tp])
         await self._reread_runs(namespace)  # the log is free again: no read of it is under way
 
     async def _reread_runs(self, namespace: str, runs: Iterable[str] = ()) -> None:
@@ -325,20 +327,31 @@ class Projector:
         namespace: str,
         records: Sequence[Record],
         ends: dict[TopicPartition, int] | None = None,
+        *,
+        hold: bool = False,
     ) -> None:
         """Apply ``records`` and raise progress to ``ends`` (each partition's last offset + 1,
-        computed from ``records`` unless given)."""
+        computed from ``records`` unless given), or to just before a record held in memory
+        (``hold``: see Applier.apply); partitions with held events are raised as their holds
+        end, whichever batch ends them."""
         if ends is None:
             ends = {}
             for rec in records:
                 tp = (rec.topic, rec.partition)
                 ends[tp] = max(ends.get(tp, 0), rec.offset + 1)
-        await self._applier.apply(namespace, records, ends, self._floors(ends))
+        held = self._applier.held_partitions
+        if held:
+            for tp, pos in self._pos.items():
+                if tp[1] in held and tp not in ends:
+                    ends[tp] = pos
+        written = await self._applier.apply(namespace, records, ends, self._floors(ends), hold=hold)
         self._metrics.records += len(records)
         now = time.monotonic()
         for tp, end in ends.items():
             self._pos[tp] = max(self._pos.get(tp, end), end)
-            self._floor[tp] = max(self._floor.get(tp, end), end)
+            durable = written.get(tp, end)
+            # what the store holds: a partition's progress stops before its held records
+            self._floor[tp] = max(self._floor.get(tp, durable), durable)
             # moving, even while a long catch-up holds the lock and no tick refreshes the lag
             self._moved_at[tp] = now
             self._moved_pos[tp] = self._pos[tp]
@@ -364,6 +377,10 @@ class Projector:
         async with self._lock:
             try:
                 namespace = await self._fill_quiet(tps, ends)
+                if self._applier.held_due():
+                    # held events past the hold time are parked, and their partitions'
+                    # progress raised, even when no batch comes (DESIGN.md §16)
+                    await self._apply(namespace, [], hold=True)
             except ViewsWipedError as e:
                 await self._rebase(e.namespace, "its progress vanished")
                 return  # the next tick reads the fresh namespace from the log
@@ -390,9 +407,10 @@ class Projector:
                         if tp not in busy and self._pos.get(tp) == start
                     }
                     if done:
-                        await self._store.record_progress(namespace, done, self._floors(done))
+                        durable = self._applier.below_held(done)
+                        await self._store.record_progress(namespace, durable, self._floors(done))
                         self._pos.update(done)
-                        self._floor.update(done)
+                        self._floor.update(durable)
         lag = {tp: max(0, ends[tp] - self._pos.get(tp, ends[tp])) for tp in tps}
         now = time.monotonic()
         for tp in tps:

@@ -163,6 +163,7 @@ class ProjectorRuntime:
             cache_size=s.projector_cache_runs,
             partitions=s.run_partitions,
             parked_max=s.projector_parked_max,
+            hold_s=s.projector_hold_ms / 1000,
         )
         self._store = store
         self._publisher = publisher

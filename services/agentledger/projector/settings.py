@@ -65,6 +65,16 @@ class ProjectorSettings(CommonSettings):
             "run's log is re-read once the gap before them has filled"
         ),
     )
+    projector_hold_ms: int = Field(
+        default=1000,
+        ge=0,
+        le=10_000,
+        description=(
+            "how long events waiting for a gap are held in memory (progress stops before them) "
+            "before they are parked in Redis (up to 30 s while a co-partition is behind the log "
+            "end); 0 = park at once"
+        ),
+    )
     projector_chunk: int = Field(
         default=5_000, ge=1, description="records per fold when reading ranges (catch-up, rebuild)"
     )
