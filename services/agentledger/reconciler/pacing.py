@@ -148,7 +148,10 @@ class ViewTurns:
         """One pending run's lookups are over (answered, skipped or failed)."""
         async with self._changed:
             self._pending -= 1
-            self._changed.notify_all()
+            # Only crossing below the mark can let a waiting turn start (the rest wake on the
+            # turn order): waking every waiter on every lookup cost CPU the lookups need.
+            if self._pending == self._low - 1:
+                self._changed.notify_all()
 
     def _end(self, batch: int) -> None:
         self._over.add(batch)
