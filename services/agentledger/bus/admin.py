@@ -342,8 +342,16 @@ async def require_topics(settings: CommonSettings, names: Sequence[str]) -> None
         await admin.close()
     missing = sorted(set(names) - existing)
     if missing:
-        msg = (
-            f"topics {', '.join(missing)} do not exist on {bootstrap} "
-            f"(AGENTLEDGER_TOPIC_PREFIX={settings.topic_prefix!r}): run `agentledger topics ensure`"
-        )
-        raise ConfigurationError(msg)
+        raise missing_topics_error(settings, bootstrap, missing)
+
+
+def missing_topics_error(
+    settings: CommonSettings | None, bootstrap: str, missing: Sequence[str]
+) -> ConfigurationError:
+    """The one line that says which topics Kafka lacks and how to make them."""
+    prefix = settings.topic_prefix if settings is not None else "?"
+    msg = (
+        f"topics {', '.join(missing)} do not exist on {bootstrap} "
+        f"(AGENTLEDGER_TOPIC_PREFIX={prefix!r}): run `agentledger topics ensure`"
+    )
+    return ConfigurationError(msg)

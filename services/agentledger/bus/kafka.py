@@ -31,7 +31,6 @@ import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from agentledger.bus.admin import require_topics
 from agentledger.bus.clients import (
     bootstrap_of,
     started,
@@ -192,18 +191,12 @@ class KafkaEventLog(EventLog):
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
-        # The producer (InitProducerId needs no topic) connects beside the topics check and
-        # the reader's offsets consumer, which a resume needs too: a fresh process's first
-        # resume waits for the slower of the two, not for their sum. The reader connects only
-        # once the topics are known to exist (else aiokafka logs every missing one).
+        # The producer (InitProducerId needs no topic) connects beside the reader's offsets
+        # consumer, which a resume needs too and whose first metadata request (every topic)
+        # is the topics check: a fresh process's first resume waits for the slower of the
+        # two, not for their sum, and no admin client connects (DESIGN.md §13).
         opening = asyncio.ensure_future(self._open_producer())
         try:
-            await ride_out(
-                lambda: require_topics(self._settings, self.topics.run_topics),
-                dependency="Kafka",
-                endpoint=self._bootstrap,
-                budget_s=self._budget_s,
-            )
             await self._reader.warm()
         except BaseException:
             # the check's (or the reader's) error is the one to tell; a producer that started

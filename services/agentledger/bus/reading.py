@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
+from agentledger.bus.admin import missing_topics_error
 from agentledger.bus.clients import start_client, stop_client
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import Position
@@ -284,7 +285,7 @@ class RunReader:
                 )
             )
 
-    async def _connect(self) -> AIOKafkaConsumer:
+    async def _connect(self, *, checking: bool = False) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             isolation_level="read_committed",
@@ -301,13 +302,23 @@ class RunReader:
             role="run reader",
             settings=self._security,
         )
-        await self._learn_run_topics(consumer)
+        if checking:
+            await self._check_run_topics(consumer)
+        else:
+            await self._learn_run_topics(consumer)
         return consumer
 
     async def warm(self) -> None:
         """Connect the offsets consumer now (a worker's start does it beside the producer's), so
-        that the first resume does not pay for it."""
-        await self._riding_out(self._offsets)
+        that the first resume does not pay for it; ConfigurationError, naming them, when run
+        topics are missing (the check an admin client made before, on its own connections)."""
+
+        async def connect() -> None:
+            async with self._offsets_lock:
+                if self._offsets_client is None:
+                    self._offsets_client = await self._connect(checking=True)
+
+        await self._riding_out(connect)
 
     def partition_counts(self) -> dict[str, int]:
         """The partition count of each run topic as the offsets consumer learnt it (empty when
@@ -317,6 +328,32 @@ class RunReader:
             return {}
         counts = {t: len(client.partitions_for_topic(t) or ()) for t in self._run_topics}
         return counts if all(counts.values()) else {}
+
+    async def _check_run_topics(self, consumer: AIOKafkaConsumer) -> None:
+        """One metadata request for every topic (a request naming none: nothing is created on a
+        broker that auto-creates the topics a request names), the run topics' partitions
+        installed from it and tracked from then on: the topics check and the learning in one
+        round trip. ConfigurationError naming the missing topics, as the admin check said."""
+        client: Any = getattr(consumer, "_client", None)
+        update = getattr(client, "_metadata_update", None)
+        tracked = getattr(client, "_topics", None)
+        if update is None or not isinstance(tracked, set):  # aiokafka internals changed
+            await self._learn_run_topics(consumer)
+            return
+        try:
+            async with asyncio.timeout(self._read_timeout_ms / 1000):
+                updated = await update(client.cluster, None)
+            if not updated:
+                raise KafkaError("no broker answered the metadata request")
+        except (TimeoutError, KafkaError) as e:
+            await stop_client(consumer)
+            raise UnreachableError("Kafka", self._bootstrap, "the cluster's metadata") from e
+        missing = sorted(set(self._run_topics) - set(client.cluster.topics()))
+        if missing:
+            await stop_client(consumer)
+            raise missing_topics_error(self._security, self._bootstrap, missing)
+        # tracked as set_topics would track them, without asking for them a second time
+        client._topics = set(self._run_topics)
 
     async def _learn_run_topics(self, consumer: AIOKafkaConsumer) -> None:
         """Ask the metadata of every run topic in one request. Left alone, aiokafka learns an
