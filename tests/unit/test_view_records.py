@@ -4,6 +4,8 @@ way the view decoded whole: equal, dumped, copied, pickled and folded alike."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import pickle
 
 import pydantic
@@ -12,8 +14,9 @@ import pytest
 from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
-from agentledger.views.layout import decode_run
+from agentledger.views.layout import decode_run, encode_effect
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
+from agentledger.views.packing import HEXPACKED, unpack
 from agentledger.views.records import Records
 
 from .test_view_layout import TRICKY, hashes, rich_view
@@ -143,3 +146,29 @@ def test_an_effects_place_has_the_defaults_of_the_effect() -> None:
     )  # fmt: skip
     decoded = decode_run(*hashes(RunView(run_id="r", effects={"k": intent})))
     assert [e.idempotency_key for e in decoded.open_effects()] == ["k"]
+
+
+@pytest.mark.parametrize("hex_chars", [24, 25, 68, 184, 300])
+@pytest.mark.parametrize("state", ["intended", "succeeded", "unknown", "landed"])
+def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_says(
+    hex_chars: int, state: str
+) -> None:
+    """An effect stored hex-packed gives the place and state its whole decode gives, key
+    included, whatever its hex runs (counts whose varint is a quote or a backslash too)."""
+    run = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(12))  # not repetitive
+    key = f"al1-pay-s7-o2-{run[728:760]}"
+    effect = EffectView(
+        idempotency_key=key, step=7, ordinal=2, effect="pay", provider="p", kind="payments",
+        identity_hash=f"hmac-sha256:{run[600:664]}", payload_hash=f"hmac-sha256:{run[664:728]}",
+        request_json=json.dumps({"ref": run[:hex_chars], "memo": '"state":"landed" \\'}),
+        state=state, detail=run[300 : 300 + hex_chars],  # type: ignore[arg-type]
+    )  # fmt: skip
+    stored = encode_effect(effect)
+    assert stored.startswith(HEXPACKED)
+    decoded = decode_run(*hashes(RunView(run_id="r", effects={key: effect})))
+    [(found_key, place)] = list(decoded.effects.briefs())
+    assert isinstance(place, EffectPlace)
+    assert found_key == key
+    assert place == EffectPlace.model_validate_json(unpack(stored))
+    assert decoded.effects.undecoded() == 1
+    assert decoded.effects[key] == effect

@@ -20,7 +20,7 @@ from typing import Any
 
 from agentledger.views import plain_json
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
-from agentledger.views.packing import pack, unpack
+from agentledger.views.packing import pack, unpack, without_hex
 from agentledger.views.records import Records
 
 PARKED_FIELD = "_parked"
@@ -196,9 +196,22 @@ def _decode_effect(data: bytes | str) -> EffectView:
     return effect
 
 
-def _decode_place(data: bytes | str) -> EffectPlace:
-    place: EffectPlace = _PLACE_VALIDATOR.validate_json(unpack(data))
-    return place
+def _decode_place(key: str, data: bytes | str) -> EffectPlace:
+    """The place and state of the effect stored under ``key`` (its idempotency key: the fold
+    keys effects by it). A hex-packed value is read without its hex runs, none of which is in
+    a field a place reads (key aside, taken from the hash); a value that does not read that
+    way is decoded whole."""
+    if isinstance(data, bytes):
+        try:
+            text = without_hex(data)
+            if text is not None:
+                place: EffectPlace = _PLACE_VALIDATOR.validate_json(text)
+                place.idempotency_key = key
+                return place
+        except ValueError:
+            pass  # decoded whole below, which raises if the value is corrupt
+    whole: EffectPlace = _PLACE_VALIDATOR.validate_json(unpack(data))
+    return whole
 
 
 _quote: Callable[[str], str] = json.encoder.encode_basestring_ascii

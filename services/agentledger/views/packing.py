@@ -40,6 +40,8 @@ _DISTINCT_BYTES = 128
 # Level 1: hex and prose compress about as well as at 6, in less CPU.
 _LEVEL = 1
 _HEX_RUN = re.compile(rb"[0-9a-f]{%d,}" % HEX_MIN)
+#: A placeholder and its varint (continuation bytes have the top bit set, the last one not).
+_PLACED_RUN = re.compile(rb"\x01[\x80-\xff]*[\x00-\x7f]")
 
 #: The preset dictionary of :data:`HEXPACKED` values: the JSON of the view models' fields
 #: (StepView, ActivityView, CheckView, EffectView in views/model.py) as they are written,
@@ -138,6 +140,24 @@ def _unhexed(body: bytes) -> bytes:
         raise ValueError(msg)
     parts.append(text[pos:])
     return b"".join(parts)
+
+
+def without_hex(value: bytes) -> bytes | None:
+    """The JSON of a :data:`HEXPACKED` value with every hex run left out (the strings that held
+    one are shorter), or None for a value in another form: what reads only a value's fields
+    that are no hex (an effect's place and state) skips restoring the runs."""
+    if not value.startswith(HEXPACKED):
+        return None
+    unpacker = zlib.decompressobj(-15, zdict=DICTIONARY)
+    try:
+        text = unpacker.decompress(value[len(HEXPACKED) :])
+    except zlib.error as e:
+        msg = f"a packed view value is corrupt: {e}"
+        raise ValueError(msg) from e
+    if not unpacker.eof:
+        msg = "a hex-packed view value ends inside its text"
+        raise ValueError(msg)
+    return _PLACED_RUN.sub(b"", text)
 
 
 def unpack(value: bytes | str) -> str:

@@ -40,17 +40,18 @@ class Records(MutableMapping[K, V]):
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
         self._items: dict[K, Any] = dict(items) if items is not None else {}
         self._decode: Callable[[bytes | str], V] | None = None
-        self._brief: Callable[[bytes | str], object] | None = None
+        self._brief: Callable[[Any, bytes | str], object] | None = None
 
     @classmethod
     def stored(
         cls,
         values: Mapping[K, bytes | str],
         decode: Callable[[bytes | str], V],
-        brief: Callable[[bytes | str], object] | None = None,
+        brief: Callable[[K, bytes | str], object] | None = None,
     ) -> Records[K, V]:
         """Records of stored values, each decoded by ``decode`` the first time it is read;
-        ``brief`` decodes the few fields :meth:`briefs` gives of a value still stored."""
+        ``brief(key, value)`` decodes the few fields :meth:`briefs` gives of a value still
+        stored."""
         records: Records[K, V] = cls()
         records._items = {k: _Stored(v) for k, v in values.items()}
         records._decode = decode
@@ -68,7 +69,7 @@ class Records(MutableMapping[K, V]):
                 yield key, self[key]
             else:
                 if value.brief is None:
-                    value.brief = brief(value.data)
+                    value.brief = brief(key, value.data)
                 yield key, value.brief
 
     def __getitem__(self, key: K) -> V:
