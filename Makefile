@@ -40,8 +40,10 @@ demo: venv
 test: venv
 	$(BIN)/pytest -p no:cacheprovider --timeout=300 $(PYTEST_ARGS)
 
+# mypy --strict checks the package and bench/ (pyproject.toml: [tool.mypy] packages).
 lint: venv
 	$(BIN)/ruff check services tests bench
+	$(BIN)/ruff format --check services tests bench
 	$(BIN)/mypy
 
 stack-up: venv

@@ -293,7 +293,7 @@ async def bench(
                 reader,
                 topic_names(settings).run_topics,
                 partitions=settings.run_partitions,
-                on_progress=lambda p: sys.stderr.write(p.line() + "\n"),
+                on_progress=lambda p: print(p.line(), file=sys.stderr),
                 replayer=replayer_for(rebuilding),
             )
             rebuild_load = os.getloadavg()[0]

@@ -23,7 +23,8 @@ try:
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langgraph.graph import END, START, StateGraph
-    from psycopg.rows import dict_row
+    from psycopg import AsyncConnection
+    from psycopg.rows import DictRow, dict_row
     from psycopg_pool import AsyncConnectionPool
 except ImportError as e:  # pragma: no cover - depends on the bench extra
     msg = f"langgraph is not installed ({e}); pip install -e '.[bench]'"
@@ -108,7 +109,7 @@ class LangGraphPeer(Peer):
         if stack is not None:
             await stack.aclose()
 
-    async def _node(self, state: dict[str, Any]) -> dict[str, Any]:
+    async def _node(self, state: FullState) -> dict[str, Any]:
         """One agent step: append the message and the effect's record to the run's state."""
         timer = self._timers.get(state["run_id"])
         k = state["step"] + 1
@@ -149,7 +150,7 @@ class LangGraphPeer(Peer):
         return [f"durability='sync', {lists}"]
 
 
-def _next(state: dict[str, Any]) -> str:
+def _next(state: FullState) -> str:
     return "step" if state["step"] < state["target"] else END
 
 
@@ -218,6 +219,7 @@ class PostgresPeer(LangGraphPeer):
         self._dsn = dsn
         pool = AsyncConnectionPool(
             dsn,
+            connection_class=AsyncConnection[DictRow],  # the saver reads rows as dicts
             min_size=1,
             max_size=20,
             open=False,

@@ -23,7 +23,7 @@ from agentledger.providers.memory import MemoryProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views.redis_store import RedisViewStore
 from agentledger.worker import Ledger, RunSpec, Step, WorkerSettings
-from bench.peers.base import Env, Peer, PeerUnavailableError, Probe, acts_at, safe_name
+from bench.peers.base import Env, Kind, Peer, PeerUnavailableError, Probe, acts_at, safe_name
 from bench.peers.kafka_size import topic_bytes
 from bench.workload import message
 
@@ -111,7 +111,7 @@ class LedgerSdkPeer(Peer):
     """Ledger.run / Run.step / Step.effect, as an agent author writes them."""
 
     name: ClassVar[str] = "agentledger"
-    kind = "ours"
+    kind: ClassVar[Kind] = "ours"
     #: The worker settings this row is measured with (issue 12's write path).
     overrides: ClassVar[dict[str, Any]] = {"checkpoints": "with_next_commit", "run_index": True}
 

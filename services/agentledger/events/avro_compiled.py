@@ -78,6 +78,7 @@ def readers() -> dict[str, Reader]:
 def build() -> Path:
     """Compile the readers with mypyc into ``_avro_readers*.so`` beside this file; its path."""
     from mypyc.build import mypycify  # noqa: PLC0415 - a build-time (dev) dependency
+
     distribution: Any = importlib.import_module("setuptools").Distribution  # no stubs: Any
 
     package = Path(__file__).resolve().parent

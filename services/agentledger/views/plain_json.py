@@ -77,9 +77,7 @@ def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON val
         return "[" + ",".join(parts) + "]"
     if kind is dict:
         items = sorted([(_digits(k) if type(k) is int else _key(k), v) for k, v in value.items()])
-        parts = [
-            _quote(k) + ":" + (_quote(v) if type(v) is str else dumps(v)) for k, v in items
-        ]
+        parts = [_quote(k) + ":" + (_quote(v) if type(v) is str else dumps(v)) for k, v in items]
         return "{" + ",".join(parts) + "}"
     names = PLAIN_MODELS.get(kind)
     if names is None:
