@@ -24,16 +24,28 @@ async def test_a_batch_takes_every_queued_fetch_in_order_up_to_the_cap() -> None
     assert await intake.batch() == third
 
 
-async def test_a_small_batch_lingers_for_the_next_fetch() -> None:
-    """A batch below its cap waits up to the linger for more records before it is folded."""
-    intake = Intake(["t"], batch_max=100, linger_s=5)
+async def test_a_small_batch_is_folded_at_once_while_the_fold_keeps_up() -> None:
+    """With nothing else queued and the previous batch under its cap, a batch does not wait for
+    the linger: the records are folded as soon as they arrive."""
+    intake = Intake(["t"], batch_max=100, linger_s=60)
     await intake.put(records("t", 0, 2))
+    batch = await asyncio.wait_for(intake.batch(), 5)
+    assert [r.offset for r in batch] == [0, 1]
+
+
+async def test_a_small_batch_lingers_for_the_next_fetch_while_the_fold_is_behind() -> None:
+    """After a batch that reached its cap (more was waiting than a batch holds), a batch below
+    the cap waits up to the linger for more records before it is folded."""
+    intake = Intake(["t"], batch_max=100, linger_s=5)
+    await intake.put(records("t", 0, 100))
+    assert len(await intake.batch()) == 100
+    await intake.put(records("t", 100, 2))
     taking = asyncio.ensure_future(intake.batch())
     await asyncio.sleep(0)
     assert not taking.done()
-    await intake.put(records("t", 2, 98))
+    await intake.put(records("t", 102, 98))
     batch = await asyncio.wait_for(taking, 5)
-    assert [r.offset for r in batch] == list(range(100))
+    assert [r.offset for r in batch] == list(range(100, 200))
 
 
 async def test_put_waits_while_the_fold_is_behind() -> None:

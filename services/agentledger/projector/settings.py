@@ -43,7 +43,11 @@ class ProjectorSettings(CommonSettings):
         default=20,
         ge=0,
         le=1000,
-        description="how long a batch waits for more records after its first (throughput/latency)",
+        description=(
+            "how long a batch below the cap waits for more records while the projector is "
+            "behind (its last batch reached the cap or left records queued); a projector that "
+            "keeps up folds what has arrived at once"
+        ),
     )
     projector_tick_ms: int = Field(
         default=250,
