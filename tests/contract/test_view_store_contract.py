@@ -387,6 +387,35 @@ async def test_load_many_at_gives_each_run_what_load_at_gives(store: ViewStore) 
     assert found["never"].view is None
 
 
+async def test_a_brief_load_gives_the_fields_asked_for_and_the_effects(store: ViewStore) -> None:
+    """load_many_at(only=...) answers as the whole read does for the fields named, the effects,
+    the parked events and the progress; the other run fields may be left at their defaults."""
+    ns = await live(store)
+    await put(store, ns, "r1", run_events("r1"))
+    await put(store, ns, "gap", [run_events("gap")[0], run_events("gap")[2]])  # seq 3 parks
+    await store.record_progress(ns, {("t", 0): 10})
+    wanted = {"r1": [("t", 0)], "gap": [("t", 0)], "never": [("t", 0)]}
+    only = {"run_id", "status", "applied_seq", "fence", "pause"}
+    brief = await store.load_many_at(wanted, only=only)
+    whole = await store.load_many_at(wanted)
+    assert brief is not None
+    assert whole is not None
+    for run_id in wanted:
+        b, w = brief[run_id], whole[run_id]
+        assert (b.progress, b.parked) == (w.progress, w.parked)
+        if w.view is None:
+            assert b.view is None
+            continue
+        assert b.view is not None
+        for name in only:
+            assert getattr(b.view, name) == getattr(w.view, name)
+        assert b.view.effects.plain() == w.view.effects.plain()
+        assert b.view.open_effects() == w.view.open_effects()
+    r1 = brief["r1"].view
+    assert r1 is not None
+    assert (r1.status, r1.applied_seq) == ("running", 3)
+
+
 async def test_swap_points_readers_at_another_namespace_in_one_step(store: ViewStore) -> None:
     """Readers follow the pointer; the old namespace can then be dropped, the live one cannot."""
     old = await live(store)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.bus.memory import MemoryEventLog
@@ -55,11 +55,14 @@ class BehindViews(FoldingViews):
         return self._gate.is_set()
 
     async def load_many_at(
-        self, partitions: Mapping[str, Sequence[TopicPartition]]
+        self,
+        partitions: Mapping[str, Sequence[TopicPartition]],
+        *,
+        only: Collection[str] | None = None,
     ) -> dict[str, ViewAt] | None:
         """The folded views, noted in the trail."""
         self._trail.append("views")
-        return await super().load_many_at(partitions)
+        return await super().load_many_at(partitions, only=only)
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 
@@ -91,6 +91,7 @@ class RunClaimer:
         *,
         lane: AbstractAsyncContextManager[object] | None = None,
         turn: Callable[[int], AbstractAsyncContextManager[object]] | None = None,
+        only: Collection[str] | None = None,
     ) -> AsyncIterator[Claims]:
         """Hold the leases of the runs a live writer does not hold; release them on exit.
 
@@ -100,7 +101,11 @@ class RunClaimer:
         A caller bounds with the first how many batches take leases at once, and with the second
         when a batch claimed ahead reads its views: the end offsets are those read after the
         leases were taken, so a view read later is as complete (the projector has gone further,
-        and only this holder writes the run meanwhile)."""
+        and only this holder writes the run meanwhile).
+
+        ``only`` names the run fields the caller reads: the views of runs the projector has
+        reached are then brief (those fields and the effects, no steps; DESIGN.md §19), the
+        others are read whole and completed from the log as always."""
         claims = Claims()
         leases: dict[str, Lease] = {}
         renewing: asyncio.Task[None] | None = None
@@ -116,7 +121,7 @@ class RunClaimer:
             if leases:
                 renewing = asyncio.get_running_loop().create_task(self._renew(leases))
                 async with nullcontext() if turn is None else turn(len(leases)):
-                    views = await self._latest_many(list(leases), ends)
+                    views = await self._latest_many(list(leases), ends, only)
                 for run_id, view in zip(list(leases), views, strict=True):
                     lease = leases[run_id]
                     if view.fence >= lease.fence:
@@ -165,7 +170,10 @@ class RunClaimer:
         )
 
     async def _latest_many(
-        self, run_ids: list[str], ends: Mapping[str, list[Position]]
+        self,
+        run_ids: list[str],
+        ends: Mapping[str, list[Position]],
+        only: Collection[str] | None = None,
     ) -> list[RunView]:
         """Each run's view with every event committed before its lease was taken.
 
@@ -185,9 +193,8 @@ class RunClaimer:
                     furthest[tp] = p
         if self._barrier_s > 0:
             await self._barrier(list(furthest.values()), len(run_ids))
-        found = await self.views.load_many_at(
-            {r: [(p.topic, p.partition) for p in ends[r]] for r in run_ids}
-        )
+        partitions = {r: [(p.topic, p.partition) for p in ends[r]] for r in run_ids}
+        found = await self.views.load_many_at(partitions, only=only)
 
         async def one(run_id: str) -> RunView:
             if found is None:  # no projector here (or a rebuild was swapped in while reading)
@@ -197,6 +204,14 @@ class RunClaimer:
             if at.covers(mine) and not at.parked:
                 return at.view or RunView(run_id=run_id)
             async with self._io:
+                if only is not None:
+                    # A brief view is no base to fold the tail onto: read this one whole.
+                    whole = await self.views.load_at(run_id, partitions[run_id])
+                    if whole is None:
+                        return await fold_log(self.log, run_id)
+                    at = whole
+                    if at.covers(mine) and not at.parked:
+                        return at.view or RunView(run_id=run_id)
                 tail = await self.log.read_run(run_id, since=at.progress)
                 result = fold(at.view or RunView(run_id=run_id), [*at.parked, *tail], in_place=True)
                 if result.parked:  # the log itself has a gap there: let the whole fold say so

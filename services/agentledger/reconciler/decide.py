@@ -30,10 +30,14 @@ from agentledger.views.model import OPEN_EFFECT_STATES, EffectView, RunView
 EFFECT_UNKNOWN_REASON = "effect_unknown"
 IDENTITY_MISMATCH_REASON = "effect_identity_mismatch"
 RESUMABLE_PAUSES: frozenset[str] = frozenset({EFFECT_UNKNOWN_REASON})
+#: The run fields :func:`intent_due` and :func:`plan_run` read (with the effects), and the
+#: fence a claim compares: a pass's batch claims read only these (brief views, DESIGN.md §19).
+PLAN_FIELDS: frozenset[str] = frozenset({"run_id", "status", "pause", "applied_seq", "fence"})
 
 __all__ = [
     "EFFECT_UNKNOWN_REASON",
     "IDENTITY_MISMATCH_REASON",
+    "PLAN_FIELDS",
     "RESUMABLE_PAUSES",
     "Resolution",
     "RunPlan",

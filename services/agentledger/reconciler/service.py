@@ -38,7 +38,14 @@ from agentledger.leases import Lease, LeaseStore
 from agentledger.providers.hashing import EffectHasher
 from agentledger.reconciler.claim import Claim, RunClaimer
 from agentledger.reconciler.compensation import Compensator
-from agentledger.reconciler.decide import Resolution, RunPlan, decide, intent_due, plan_run
+from agentledger.reconciler.decide import (
+    PLAN_FIELDS,
+    Resolution,
+    RunPlan,
+    decide,
+    intent_due,
+    plan_run,
+)
 from agentledger.reconciler.pacing import (
     FIRST_BATCH,
     WRITE_LINGER_S,
@@ -254,7 +261,10 @@ class Reconciler:
         async with AsyncExitStack() as held:
             claims = await held.enter_async_context(
                 self.claimer.claim_many(
-                    floors, lane=pace.lanes, turn=partial(pace.turns.turn, index)
+                    floors,
+                    lane=pace.lanes,
+                    turn=partial(pace.turns.turn, index),
+                    only=PLAN_FIELDS,
                 )
             )
             report.held += len(claims.refused)

@@ -15,7 +15,7 @@ with a preset dictionary; a step's result is most of a view's bytes). A value wr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from agentledger.views import plain_json
@@ -157,6 +157,8 @@ def decode_run(
     run_hash: dict[Any, bytes],
     steps: dict[Any, bytes],
     effects: dict[Any, bytes],
+    *,
+    only: Collection[str] | None = None,
 ) -> RunView:
     """Rebuild the view from its three hashes (unknown fields of newer writers are ignored).
 
@@ -164,15 +166,26 @@ def decode_run(
     JSON document that pydantic parses and validates in one call. Steps and effects are kept
     as stored and each is validated when first read (:class:`~agentledger.views.records.
     Records`): a resume reads a few of a long run's steps, a projector batch those it folds.
+
+    ``only`` names the run fields a reader needs (the others keep their defaults, as if
+    unset): a brief view for reading, never to fold onto or write back. Pass ``steps`` empty
+    to leave them out too.
     """
     parts: list[str] = []
-    for raw_name, raw_value in run_hash.items():
-        field = _SPLICE.get(raw_name)
-        if field is None:
-            continue
-        prefix, plain = field
-        value = _text(raw_value)
-        parts.append(prefix + (_quote(value) if plain else value))
+    if only is not None:
+        for name in only:
+            raw = run_hash.get(name.encode(), run_hash.get(name))
+            if raw is not None and name in _RUN_FIELD_SET:
+                value = _text(raw)
+                parts.append(f"{_quote(name)}:" + (_quote(value) if name in _PLAIN_STR else value))
+    else:
+        for raw_name, raw_value in run_hash.items():
+            field = _SPLICE.get(raw_name)
+            if field is None:
+                continue
+            prefix, plain = field
+            value = _text(raw_value)
+            parts.append(prefix + (_quote(value) if plain else value))
     view: RunView = _RUN_VALIDATOR.validate_json("{" + ",".join(parts) + "}")
     fields = view.__dict__
     if steps:

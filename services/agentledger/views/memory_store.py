@@ -7,7 +7,7 @@ the contract suite can compare the two stores' snapshots key for key.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -164,8 +164,10 @@ class MemoryViewStore(ViewStore):
 
     # --- runs ---------------------------------------------------------------------------
 
-    async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
-        """See :meth:`ViewStore.load_runs`."""
+    async def load_runs(
+        self, namespace: str, run_ids: Sequence[str], *, only: Collection[str] | None = None
+    ) -> dict[str, StoredRun]:
+        """See :meth:`ViewStore.load_runs` (``only`` as there: the brief view's fields)."""
         space = self._keys.space(namespace)
         found: dict[str, StoredRun] = {}
         for run_id in run_ids:
@@ -175,7 +177,10 @@ class MemoryViewStore(ViewStore):
                 continue
             events = [self._decode_parked(v) for v in parked.values()]
             found[run_id] = StoredRun(
-                decode_run(run_hash, steps, effects), events, token, dropped_of(run_hash)
+                decode_run(run_hash, {} if only is not None else steps, effects, only=only),
+                events,
+                token,
+                dropped_of(run_hash),
             )
         return found
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -300,9 +300,14 @@ class RedisViewStore(ViewStore):
     # --- runs ---------------------------------------------------------------------------
 
     @translated
-    async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
+    async def load_runs(
+        self, namespace: str, run_ids: Sequence[str], *, only: Collection[str] | None = None
+    ) -> dict[str, StoredRun]:
         """See :meth:`ViewStore.load_runs`: the runs' four hashes in one MULTI/EXEC (a script
-        per run, pipelined, on a Redis Cluster, whose transactions cannot span slots)."""
+        per run, pipelined, on a Redis Cluster, whose transactions cannot span slots).
+
+        A brief read (``only``) decodes those run fields and the effects, and is not kept in
+        the cache of run fields a writer compares against (it is no base for a write)."""
         space = self._keys.space(namespace)
         found: dict[str, StoredRun] = {}
         for run_id, parts in zip(run_ids, await self._load_hashes(space, run_ids), strict=True):
@@ -311,6 +316,10 @@ class RedisViewStore(ViewStore):
             if token is None:
                 continue
             events = [self._decode_parked(v) for v in parked.values()]
+            if only is not None:
+                view = decode_run(run_hash, {}, effects, only=only)
+                found[run_id] = StoredRun(view, events, token, dropped_of(run_hash))
+                continue
             found[run_id] = StoredRun(
                 decode_run(run_hash, steps, effects), events, token, dropped_of(run_hash)
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.events.models import RunEvent
@@ -140,11 +140,16 @@ class ViewReader(ABC):
         """The run's view with the progress it is complete up to (None: no live namespace)."""
 
     async def load_many_at(
-        self, partitions: Mapping[str, Sequence[TopicPartition]]
+        self,
+        partitions: Mapping[str, Sequence[TopicPartition]],
+        *,
+        only: Collection[str] | None = None,
     ) -> dict[str, ViewAt] | None:
         """:meth:`load_at` of each run with its partitions (every run present); None if a run
         found no live namespace. Stores override it with one progress read and one round trip
-        for the runs."""
+        for the runs. ``only``: the run fields the caller reads (stores may decode just those
+        and no steps, see :meth:`ViewStore.load_runs`; a brief view is for reading, never to
+        fold onto or write back)."""
         runs = list(partitions)
         found = await asyncio.gather(*(self.load_at(r, partitions[r]) for r in runs))
         if any(at is None for at in found):
@@ -198,8 +203,12 @@ class ViewStore(ViewReader):
         """Every registered namespace, oldest first."""
 
     @abstractmethod
-    async def load_runs(self, namespace: str, run_ids: Sequence[str]) -> dict[str, StoredRun]:
-        """The stored state of each run (runs never stored are absent)."""
+    async def load_runs(
+        self, namespace: str, run_ids: Sequence[str], *, only: Collection[str] | None = None
+    ) -> dict[str, StoredRun]:
+        """The stored state of each run (runs never stored are absent). With ``only``, a
+        store may decode just those run fields and no steps (the rest at their defaults): a
+        brief view, for reading only."""
 
     async def load(self, run_id: str) -> RunView | None:
         """See :meth:`ViewReader.load`: the run as stored in the live namespace."""
@@ -234,7 +243,10 @@ class ViewStore(ViewReader):
         )
 
     async def load_many_at(
-        self, partitions: Mapping[str, Sequence[TopicPartition]]
+        self,
+        partitions: Mapping[str, Sequence[TopicPartition]],
+        *,
+        only: Collection[str] | None = None,
     ) -> dict[str, ViewAt] | None:
         """See :meth:`ViewReader.load_many_at`: progress first, then every run's view, in one
         namespace that is still live afterwards (as :meth:`load_at`)."""
@@ -243,7 +255,7 @@ class ViewStore(ViewReader):
             return None
         progress = await self.read_progress(namespace)
         runs = list(partitions)
-        stored = await self.load_runs(namespace, runs) if runs else {}
+        stored = await self.load_runs(namespace, runs, only=only) if runs else {}
         if await self.live_namespace() != namespace:
             return None  # a rebuild was swapped in meanwhile: read the log instead
         found: dict[str, ViewAt] = {}
