@@ -267,6 +267,21 @@ class KafkaEventLog(EventLog):
             for p in positions
         ]
 
+    async def runs_end_positions(self, run_ids: Sequence[str]) -> dict[str, list[Position]]:
+        """:meth:`run_end_positions` of each run from one ListOffsets round (shared with
+        concurrent callers as a single run's is)."""
+        found = await self._reader.runs_end_positions(run_ids, await self._partitions_riding_out())
+        written = self._written
+        return {
+            run_id: [
+                Position(
+                    p.topic, p.partition, max(p.offset, written.get((p.topic, p.partition), 0))
+                )
+                for p in positions
+            ]
+            for run_id, positions in found.items()
+        }
+
     async def never_written(self) -> bool:
         """Every run-topic partition's end offset is 0 (an aborted transaction counts as
         written: its records and marker take offsets)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -65,6 +66,11 @@ class EventLog(EventPublisher):
     @abstractmethod
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The committed end of each run-topic partition holding ``run_id``'s events."""
+
+    async def runs_end_positions(self, run_ids: Sequence[str]) -> dict[str, list[Position]]:
+        """:meth:`run_end_positions` of each run; logs override it with one round for all."""
+        found = await asyncio.gather(*(self.run_end_positions(r) for r in run_ids))
+        return dict(zip(run_ids, found, strict=True))
 
     async def never_written(self) -> bool:
         """True only if no record was ever written to any run-topic partition (the run index

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -214,6 +214,18 @@ class RunReader:
         tps = self._tps(run_key(run_id), partitions)
         ends = await self._riding_out(lambda: self._end_offsets.ask(tps))
         return [Position(tp.topic, tp.partition, ends[tp]) for tp in tps]
+
+    async def runs_end_positions(
+        self, run_ids: Sequence[str], partitions: int
+    ) -> dict[str, list[Position]]:
+        """:meth:`end_positions` of each run, from one round (as one run's: after the call)."""
+        wanted = {run_id: self._tps(run_key(run_id), partitions) for run_id in run_ids}
+        tps = list(dict.fromkeys(tp for each in wanted.values() for tp in each))
+        ends = await self._riding_out(lambda: self._end_offsets.ask(tps))
+        return {
+            run_id: [Position(tp.topic, tp.partition, ends[tp]) for tp in each]
+            for run_id, each in wanted.items()
+        }
 
     async def all_end_offsets(self, partitions: int) -> dict[TopicPartition, int]:
         """The last stable offset of every partition of every run topic."""

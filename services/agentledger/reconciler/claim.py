@@ -161,13 +161,7 @@ class RunClaimer:
     async def _ends(self, run_ids: list[str]) -> dict[str, list[Position]]:
         """The end offsets of each run's partitions, read after its lease was taken: one
         ListOffsets round for the whole batch (concurrent callers share it)."""
-        return dict(
-            zip(
-                run_ids,
-                await asyncio.gather(*(self.log.run_end_positions(r) for r in run_ids)),
-                strict=True,
-            )
-        )
+        return await self.log.runs_end_positions(run_ids)
 
     async def _latest_many(
         self,
@@ -218,6 +212,19 @@ class RunClaimer:
                     return await fold_log(self.log, run_id)
                 return result.view
 
+        if found is not None:
+            # The common case, a run the projector has reached, needs no task of its own.
+            ready = {
+                r: found[r] for r in run_ids if found[r].covers(ends[r]) and not found[r].parked
+            }
+            if len(ready) < len(run_ids):
+                rest = [r for r in run_ids if r not in ready]
+                late = dict(zip(rest, await asyncio.gather(*(one(r) for r in rest)), strict=True))
+            else:
+                late = {}
+            return [
+                late[r] if r not in ready else ready[r].view or RunView(run_id=r) for r in run_ids
+            ]
         return list(await asyncio.gather(*(one(r) for r in run_ids)))
 
     async def _barrier(self, positions: list[Position], runs: int) -> bool:
