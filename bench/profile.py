@@ -40,7 +40,7 @@ from bench.peers.ledger_sdk import LedgerSdkPeer
 PHASES: dict[str, tuple[type, str]] = {
     "connections": (KafkaEventLog, "start"),
     "end offsets": (KafkaEventLog, "run_end_positions"),
-    "view": (RedisViewStore, "load_at"),
+    "view": (RedisViewStore, "load_at_every"),  # load_at reads through it
     "tail": (KafkaEventLog, "read_run"),
     "lease": (RedisLeaseStore, "acquire"),
     "commits": (KafkaEventLog, "publish"),

@@ -70,6 +70,7 @@ CALLS: dict[str, Call] = {
     "replace_live": lambda s: s.replace_live("v1", "v2"),
     "is_marked": lambda s: s.is_marked("v1"),
     "load_many": lambda s: s.load_many(["r1"]),
+    "load_at_every": lambda s: s.load_at_every("r1"),
     "load_many_at": lambda s: s.load_many_at({"r1": [("t", 0)]}),
 }
 

@@ -10,14 +10,15 @@ the projector is absent or wiped (FLUSHALL), the SDK folds the whole run from Ka
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Literal
 
-from agentledger.bus.port import EventLog
+from agentledger.bus.port import EventLog, Position
 from agentledger.errors import RunError
 from agentledger.views import RunView, fold
-from agentledger.views.store import ViewReader
+from agentledger.views.store import ViewAt, ViewReader
 
 Source = Literal["views", "views+log", "log"]
 
@@ -49,11 +50,10 @@ async def load_view(
     """
     if reader is None:
         return Loaded(await fold_log(log, run_id), "log")
-    positions = await log.run_end_positions(run_id)
-    partitions = [(p.topic, p.partition) for p in positions]
     deadline = time.monotonic() + barrier_s
+    positions, at = await _ends_and_view(log, reader, run_id)
+    partitions = [(p.topic, p.partition) for p in positions]
     while True:
-        at = await reader.load_at(run_id, partitions)
         if at is None:  # no projector here (or a rebuild was swapped in while reading)
             return Loaded(await fold_log(log, run_id), "log")
         if at.dropped_from:  # events the projector dropped over its parked cap: not in the view
@@ -63,11 +63,37 @@ async def load_view(
         if time.monotonic() >= deadline:
             break
         await asyncio.sleep(poll_s)
+        at = await reader.load_at(run_id, partitions)
     tail = await log.read_run(run_id, since=at.progress)
     result = fold(at.view or RunView(run_id=run_id), [*at.parked, *tail], in_place=True)
     if result.parked:  # the log itself has a gap there: let the whole fold say so
         return Loaded(await fold_log(log, run_id), "log")
     return Loaded(result.view, "views+log")
+
+
+async def _ends_and_view(
+    log: EventLog, reader: ViewReader, run_id: str
+) -> tuple[list[Position], ViewAt | None]:
+    """The run's end offsets, and its view with the progress it is complete up to.
+
+    A reader that needs no partitions to ask (:attr:`ViewReader.reads_every_partition`) reads
+    beside the end offsets instead of after them. Which read comes first does not matter: the
+    view is used alone only when the progress read with it reaches the end offsets (taken after
+    the previous writer's last commit either way), and everything below that progress is in
+    the view; else the log is read from that progress to its end.
+    """
+    if not reader.reads_every_partition:
+        positions = await log.run_end_positions(run_id)
+        return positions, await reader.load_at(run_id, [(p.topic, p.partition) for p in positions])
+    ends = asyncio.ensure_future(log.run_end_positions(run_id))
+    try:
+        at = await reader.load_at_every(run_id)
+    except BaseException:
+        ends.cancel()
+        with contextlib.suppress(BaseException):
+            await ends
+        raise
+    return await ends, at
 
 
 async def fold_log(log: EventLog, run_id: str) -> RunView:

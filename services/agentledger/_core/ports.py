@@ -9,6 +9,7 @@ Redis leases, the Redis views and the run index, on one Redis client.
 
 from __future__ import annotations
 
+import asyncio
 from types import TracebackType
 from typing import Self
 
@@ -96,16 +97,28 @@ class Ports:
         await self.stop()
 
     async def start(self) -> None:
-        """Connect the producer (the lease store connects lazily)."""
-        if not self._started:
-            self._started = True
-            await ride_out(
+        """Check Redis and connect the event log, the two beside each other (a fresh process's
+        first resume waits for the slower, not for their sum). Redis's error is the one told
+        when both fail; a log that started beside a failed check is stopped again."""
+        if self._started:
+            return
+        self._started = True
+        redis_checked, log_started = await asyncio.gather(
+            ride_out(
                 lambda: check_mode(self.redis, endpoint=self.endpoint),
                 dependency="Redis",
                 endpoint=self.endpoint,
                 budget_s=self.settings.outage_budget_s,
-            )
-            await self.log.start()
+            ),
+            self.log.start(),
+            return_exceptions=True,
+        )
+        if isinstance(redis_checked, BaseException):
+            if not isinstance(log_started, BaseException):
+                await self.log.stop()
+            raise redis_checked
+        if isinstance(log_started, BaseException):
+            raise log_started
 
     async def stop(self) -> None:
         """Commit what is pending, then close everything (idempotent)."""

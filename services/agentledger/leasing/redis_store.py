@@ -256,11 +256,18 @@ class RedisLeaseStore(LeaseStore):
         return await self._guarded(run)
 
     async def _sha(self, script: str) -> str:
+        """The script's SHA1, computed here: Redis names a script by it, so a first call needs
+        no SCRIPT LOAD round trip (a Redis that does not hold it answers NOSCRIPT: reloaded)."""
         sha = self._shas.get(script)
         if sha is None:
-            sha = str(await self._client.script_load(script))
-            self._shas[script] = sha
+            sha = self._shas[script] = script_sha(script)
         return sha
+
+    async def _reload(self) -> None:
+        """Load every script this store has called into Redis (each node of a cluster): a
+        restarted or flushed Redis holds none of them."""
+        for script in list(self._shas):
+            await self._client.script_load(script)
 
     async def _guarded(
         self, call: Callable[[], Awaitable[T]], *, budget_s: float | None = None
@@ -272,11 +279,16 @@ class RedisLeaseStore(LeaseStore):
             try:
                 return await call()
             except redis.exceptions.NoScriptError:
-                self._shas.clear()
+                await self._reload()
                 return await call()
 
         budget = self._budget_s if budget_s is None else budget_s
         return await riding_out(once, self._endpoint, budget)
+
+
+def script_sha(script: str) -> str:
+    """The SHA1 Redis names ``script`` by (EVALSHA, SCRIPT LOAD's answer)."""
+    return hashlib.sha1(script.encode()).hexdigest()  # noqa: S324 - Redis's name, not security
 
 
 def _text(value: bytes | str) -> str:

@@ -70,6 +70,7 @@ from agentledger.views.store import (
     SnapshotValue,
     StoredRun,
     TopicPartition,
+    ViewAt,
     ViewStore,
     WriteOutcome,
 )
@@ -779,6 +780,45 @@ class RedisViewStore(ViewStore):
         return result
 
     # --- read side ----------------------------------------------------------------------
+
+    @translated
+    async def load_at_every(self, run_id: str) -> ViewAt | None:
+        """See :meth:`ViewStore.load_at_every`, in two round trips on one Redis: the pointer,
+        then one MULTI/EXEC of the progress, the run's four hashes and the pointer again. The
+        progress and the view are then read at one instant (the view holds everything below the
+        progress, which is raised only after the views it covers are written), and the pointer
+        still naming the namespace at that instant means it was live, so not dropped, when they
+        were read. A Redis Cluster reads them in the four steps of the generic reader."""
+        if is_cluster(self._redis):
+            return await super().load_at_every(run_id)
+        namespace = await self.live_namespace()
+        if namespace is None:
+            return None
+        space = self._keys.space(namespace)
+        groups = space.groups
+        pipe = self._redis.pipeline(transaction=True)
+        for group in groups:
+            pipe.hgetall(space.progress(group))
+        for key in space.run_keys(run_id):
+            pipe.hgetall(key)
+        pipe.get(self._keys.pointer)
+        replies = list(await pipe.execute())
+        if text(replies[-1]) != namespace:
+            return None  # a rebuild was swapped in meanwhile: read the log instead
+        progress: dict[TopicPartition, int] = {}
+        for raw in replies[: len(groups)]:
+            for k, v in raw.items():
+                if text(k) != BORN_FIELD:
+                    progress[parse_progress_field(text(k))] = int(v)
+        run_hash, steps, effects, parked = replies[len(groups) : len(groups) + len(RUN_PARTS)]
+        if token_of(run_hash) is None:
+            return ViewAt(view=None, progress=progress, parked=[])
+        return ViewAt(
+            view=decode_run(run_hash, steps, effects),
+            progress=progress,
+            parked=[self._decode_parked(v) for v in parked.values()],
+            dropped_from=dropped_of(run_hash),
+        )
 
     @translated
     async def progress(self, positions: list[Position]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentledger.events.models import RunEvent
 from agentledger.events.positions import Position
@@ -139,6 +139,16 @@ class ViewReader(ABC):
     async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
         """The run's view with the progress it is complete up to (None: no live namespace)."""
 
+    #: Whether :meth:`load_at_every` is offered: a resume then reads the view beside the run's
+    #: end offsets instead of after them (it does not need the run's partitions to ask).
+    reads_every_partition: bool = False
+
+    async def load_at_every(self, run_id: str) -> ViewAt | None:
+        """:meth:`load_at` with the progress of every partition the projector recorded (absent:
+        nothing applied there). Only where :attr:`reads_every_partition` says so."""
+        msg = f"{type(self).__name__} reads progress per partition only"
+        raise NotImplementedError(msg)
+
     async def load_many_at(
         self,
         partitions: Mapping[str, Sequence[TopicPartition]],
@@ -225,9 +235,18 @@ class ViewStore(ViewReader):
             return {}
         return {r: s.view for r, s in (await self.load_runs(namespace, run_ids)).items()}
 
+    reads_every_partition = True
+
     async def load_at(self, run_id: str, partitions: Sequence[TopicPartition]) -> ViewAt | None:
         """See :meth:`ViewReader.load_at`: progress first, then the view, in one namespace that
         is still live afterwards (a namespace is dropped only once it is no longer live)."""
+        at = await self.load_at_every(run_id)
+        if at is None:
+            return None
+        return replace(at, progress={tp: at.progress.get(tp, 0) for tp in partitions})
+
+    async def load_at_every(self, run_id: str) -> ViewAt | None:
+        """See :meth:`ViewReader.load_at_every` (as :meth:`load_at`)."""
         namespace = await self.live_namespace()
         if namespace is None:
             return None
@@ -237,7 +256,7 @@ class ViewStore(ViewReader):
             return None  # a rebuild was swapped in meanwhile: read the log instead
         return ViewAt(
             view=None if stored is None else stored.view,
-            progress={tp: progress.get(tp, 0) for tp in partitions},
+            progress=progress,
             parked=[] if stored is None else list(stored.parked),
             dropped_from=0 if stored is None else stored.dropped_from,
         )
