@@ -28,6 +28,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+from agentledger._core.gc_tuning import tune_collector
 from agentledger._core.keys import effect_key
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
@@ -41,7 +42,7 @@ from agentledger.providers.http import HttpProvider
 from agentledger.providers.protocol import EffectRequest
 from agentledger.providers.sandbox.client import SandboxClient
 from agentledger.providers.sandbox.process import SandboxProcess
-from agentledger.reconciler.app import open_reconciler, tune_collector
+from agentledger.reconciler.app import open_reconciler
 from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings

@@ -28,12 +28,13 @@ import faust
 import mode
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 
+from agentledger._core.gc_tuning import tune_collector
 from agentledger.errors import ConfigurationError
 from agentledger.kafkaclient import faust_credentials
 from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
 from agentledger.projector.ports import Record
 from agentledger.projector.prometheus import metrics_view
-from agentledger.projector.runtime import ProjectorRuntime, tune_collector
+from agentledger.projector.runtime import ProjectorRuntime
 from agentledger.projector.settings import ProjectorSettings
 
 READ_COMMITTED = "read_committed"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -47,8 +46,6 @@ STALL_AFTER_FAILURES = 8
 _REDIS_PING_S = 1.0
 #: The metrics page's own Redis read gives up after this (it does not wait an outage out).
 _PAGE_READ_S = 5.0
-#: The cyclic garbage collector's thresholds in a projector process (see tune_collector).
-GC_THRESHOLDS = (50_000, 50, 100)
 
 
 @dataclass
@@ -341,23 +338,6 @@ class ProjectorRuntime:
         if self._early is not None and self._projector is not None:
             self._projector.assign(self._early)
             self._early = None
-
-
-def tune_collector() -> None:
-    """Make the cyclic garbage collector cheap for a long-running projector process.
-
-    A batch allocates a few hundred thousand objects (decoded events, folded views, Redis
-    arguments) and the run cache keeps tens of thousands of views alive: at Python's default
-    thresholds (700, 10, 10) the collector ran every few hundred allocations and, with the
-    cache, traversed every live view again and again. Measured with bench.projector_cpu-style
-    runs of 40,000 events on one stack, back to back: 170 us of CPU per event at the default,
-    121 with the collector off, 118 with these thresholds. What exists at start (modules,
-    faust, clients) is frozen out of the collections; cycles are still collected, less often.
-    Call it once, when the process is set up.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 async def _until_cancelled() -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import structlog
 
+from agentledger._core.gc_tuning import GC_THRESHOLDS, tune_collector
 from agentledger.errors import ConfigurationError, RebuildWorkerError
 from agentledger.events.codec import EventCodec
 from agentledger.logdefaults import configure_logging
@@ -164,10 +165,8 @@ class ProcessReplayer(Replayer):
 @contextlib.contextmanager
 def _collector_tuned() -> Iterator[None]:
     """The projector's collector thresholds while this process folds a share (see
-    :func:`~.runtime.tune_collector`: the folded views stay alive until written, and the default
-    thresholds would traverse them again and again), restored afterwards."""
-    from agentledger.projector.runtime import GC_THRESHOLDS  # noqa: PLC0415 - as main() does
-
+    :func:`~agentledger._core.gc_tuning.tune_collector`: the folded views stay alive until
+    written, and the default thresholds would traverse them again and again), restored after."""
     before = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
     try:
@@ -296,8 +295,6 @@ def main() -> None:
     configure_logging(settings.log_level)
     # a share's runs stay in memory until written: the default collector would traverse them
     # again and again (see tune_collector)
-    from agentledger.projector.runtime import tune_collector  # noqa: PLC0415 - child only
-
     tune_collector()
     try:
         counts = asyncio.run(_fold_share(settings, spec, lambda n: _say({"records": n})))

@@ -8,7 +8,6 @@ alert relay feeding the sinks from the alerts and dead-letter topics alongside.
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -47,25 +46,6 @@ from agentledger.views.redis_store import RedisViewStore
 
 _log = structlog.get_logger(__name__)
 RELAY_RETRY_S = 5.0
-#: The cyclic garbage collector's thresholds in a reconciler process (see tune_collector).
-GC_THRESHOLDS = (50_000, 50, 100)
-
-
-def tune_collector() -> None:
-    """Make the cyclic garbage collector cheap for a reconciler process; call it once, when
-    the process is set up (``agentledger reconciler`` does, after opening the reconciler).
-
-    A pass allocates a few objects per intent that live until the pass ends (views, tasks,
-    futures, events): at Python's default thresholds (700, 10, 10) the collector ran about 110
-    times in a pass of 1,000 intents and took 0.17 s of its 1.0 s of CPU (``bench.reconciler``
-    with a gc callback, load 13); with these thresholds, once. What exists at start (modules,
-    clients) is frozen out of the collections; cycles are still collected, less often. The
-    projector's process does the same (``projector/runtime.py``), which this package may not
-    import.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 @dataclass

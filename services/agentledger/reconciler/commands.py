@@ -9,6 +9,7 @@ import signal
 import sys
 from typing import Any
 
+from agentledger._core.gc_tuning import tune_collector
 from agentledger.alerts.ack import ack_alert
 from agentledger.alerts.book import AlertBook
 from agentledger.alerts.intake import take_in_alerts
@@ -24,7 +25,7 @@ from agentledger.errors import ConfigurationError, RunError
 from agentledger.events.codec import EventCodec
 from agentledger.events.models import Alert
 from agentledger.events.topics import topic_names
-from agentledger.reconciler.app import drain_alerts, open_reconciler, serve, tune_collector
+from agentledger.reconciler.app import drain_alerts, open_reconciler, serve
 from agentledger.reconciler.effects import (
     EFFECT_STATES,
     effect_row,

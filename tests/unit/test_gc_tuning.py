@@ -1,11 +1,11 @@
-"""The reconciler process's garbage collector settings."""
+"""The garbage collector settings of the projector and reconciler processes."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from agentledger.reconciler.app import GC_THRESHOLDS, tune_collector
+from agentledger._core.gc_tuning import GC_THRESHOLDS, tune_collector
 
 
 class _Node:
@@ -13,7 +13,7 @@ class _Node:
 
 
 def test_tuning_raises_the_thresholds_and_freezes_what_exists() -> None:
-    """After tune_collector the collector runs at the reconciler's thresholds (far above the
+    """After tune_collector the collector runs at the services' thresholds (far above the
     default 700 allocations) and what existed before is in the permanent generation; cycles
     made afterwards are still collected."""
     before = gc.get_threshold()

@@ -1,0 +1,30 @@
+"""The cyclic garbage collector's settings for the long-running services (projector, reconciler)."""
+
+from __future__ import annotations
+
+import gc
+
+#: The collector's thresholds in a projector or reconciler process (see tune_collector).
+GC_THRESHOLDS = (50_000, 50, 100)
+
+
+def tune_collector() -> None:
+    """Make the cyclic garbage collector cheap for a long-running service process; call it
+    once, when the process is set up (``agentledger projector`` and ``agentledger reconciler``
+    do, and each rebuild worker process).
+
+    Both services allocate many objects that live until a batch or pass ends, beside many that
+    live long: at Python's default thresholds (700, 10, 10) the collector ran every few hundred
+    allocations and traversed every live object again and again. Projector: a batch allocates a
+    few hundred thousand objects (decoded events, folded views, Redis arguments) and the run
+    cache keeps tens of thousands of views alive; bench.projector_cpu-style runs of 40,000
+    events on one stack, back to back: 170 us of CPU per event at the default, 121 with the
+    collector off, 118 with these thresholds. Reconciler: a pass allocates a few objects per
+    intent (views, tasks, futures, events); the collector ran about 110 times in a pass of
+    1,000 intents and took 0.17 s of its 1.0 s of CPU (``bench.reconciler`` with a gc callback,
+    load 13), with these thresholds once. What exists at start (modules, faust, clients) is
+    frozen out of the collections; cycles are still collected, less often.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
