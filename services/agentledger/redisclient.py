@@ -60,6 +60,14 @@ def _pack_command(self: Any, *args: Any) -> list[bytes]:
         args = (*first.split(), *args[1:])
     encoder = self.encoder
     utf8 = encoder.encoding in _UTF8 and encoder.encoding_errors == "strict"
+    if utf8 and _hiredis_pack is not None:
+        # hiredis writes the same bytes in C for bytes, utf-8 strs, ints and floats (repr, as
+        # redis-py's encoder); it refuses anything else (bool too), which the loop below sends
+        # through the connection's encoder
+        try:
+            return [_hiredis_pack(args)]
+        except TypeError:
+            pass
     encode = encoder.encode
     pieces = [b"*%d\r\n" % len(args)]
     append = pieces.append
@@ -78,6 +86,11 @@ def _pack_command(self: Any, *args: Any) -> list[bytes]:
 
 
 _UTF8 = frozenset({"utf-8", "utf8", "UTF-8"})
+
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # redis-py without its hiredis extra: the loop above packs
+    _hiredis_pack = None
 
 
 _FAST_CLASSES: dict[type[Any], type[Any]] = {}

@@ -20,11 +20,13 @@ def _connection(encoding: str = "utf-8", errors: str = "strict") -> Connection:
         ("HSET", "key", "field", b"\x00\xff"),
         ("CLIENT SETNAME", "x"),
         (b"SCRIPT LOAD", "return 1"),
+        ("SET", "k", 10**30, -(2**63), 1e300, float("inf"), memoryview(b"ab")),
     ],
 )
 def test_packing_matches_redis_py(args: tuple[object, ...]) -> None:
-    """Bytes, strs (non-ASCII too), ints of any sign and size, floats and multi-word command
-    names pack to exactly what redis-py's own packer makes of them."""
+    """Bytes, strs (non-ASCII too), ints of any sign and size, floats, buffers and multi-word
+    command names pack to exactly what redis-py's own packer makes of them (hiredis's packer
+    when it is installed, else the loop)."""
     connection = _connection()
     assert _pack_command(connection, *args) == [b"".join(connection.pack_command(*args))]
 

@@ -134,3 +134,21 @@ def test_repetitive_hex_is_deflated_rather_than_stored_as_bytes() -> None:
     assert packed.startswith(DEFLATED)
     assert len(packed) < 200
     assert unpack(packed) == data.decode()
+
+
+def test_every_value_packs_as_a_fresh_packer_given_the_dictionary_packs_it() -> None:
+    """Values packed one after another (each by a copy of one primed packer) hold exactly the
+    bytes a packer made for that value alone writes: no value's packing leaks into the next."""
+    rng = random.Random(13)
+    for _ in range(200):
+        text = rng.randbytes(rng.randrange(20, 300)).hex() + "x" * rng.randrange(0, 400)
+        data = json.dumps({"result_json": text, "n": rng.randrange(10**6)}).encode()
+        packed = pack(data)
+        if not packed.startswith(HEXPACKED):
+            continue
+        fresh = zlib.compressobj(1, zlib.DEFLATED, -12, 4, zdict=DICTIONARY)
+        body = packed[len(HEXPACKED) :]
+        unpacker = zlib.decompressobj(-15, zdict=DICTIONARY)
+        inflated = unpacker.decompress(body)
+        raw = unpacker.unused_data
+        assert body == fresh.compress(inflated) + fresh.flush() + raw

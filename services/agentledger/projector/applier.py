@@ -143,17 +143,28 @@ class Decoded:
     where: dict[str, Record] = field(default_factory=dict)
 
 
-def misplaced(rec: Record, event: RunEvent, partitions: int | None) -> str | None:
+def misplaced(
+    rec: Record,
+    event: RunEvent,
+    partitions: int | None,
+    homes: dict[bytes, int] | None = None,
+) -> str | None:
     """Why ``rec`` is not where a writer puts ``event`` (None when it is): run events are keyed
     by their run id and sit on the partition of that key. Readers of one run (the SDK folding
-    it from Kafka) only ever see its key's partition, so the projector must not use the rest."""
+    it from Kafka) only ever see its key's partition, so the projector must not use the rest.
+    ``homes`` memoizes each key's partition (murmur2 in Python costs about what decoding the
+    record does; a run's events share one key)."""
     if rec.key != run_key(event.run_id):
         return (
             f"{type(event).__name__} of run {event.run_id!r} has key {rec.key!r}; run events are "
             "keyed by their run id"
         )
     if partitions is not None:
-        home = partition_for(rec.key, partitions)
+        home = homes.get(rec.key) if homes is not None else None
+        if home is None:
+            home = partition_for(rec.key, partitions)
+            if homes is not None:
+                homes[rec.key] = home
         if rec.partition != home:
             return (
                 f"{type(event).__name__} of run {event.run_id!r} is on partition "
@@ -168,6 +179,7 @@ def decode_records(
     """Decode every record; what cannot be used (undecodable, not a run event, or not where its
     run's events go with ``partitions`` per run topic) becomes a dead letter, never an error."""
     out = Decoded()
+    homes: dict[bytes, int] = {}
     for rec in records:
         try:
             event = codec.decode(
@@ -182,7 +194,7 @@ def decode_records(
             reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
             out.letters.append(dead_letter(rec, reason))
             continue
-        wrong = misplaced(rec, event, partitions)
+        wrong = misplaced(rec, event, partitions, homes)
         if wrong is not None:
             out.letters.append(dead_letter(rec, wrong))
             continue

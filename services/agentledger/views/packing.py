@@ -73,6 +73,12 @@ _WBITS = -12
 _MEM_LEVEL = 4
 
 
+#: A packer with the dictionary already set: each value's packer is a copy of it (the same
+#: state as a fresh packer given the dictionary, so the same bytes, without hashing the
+#: dictionary into a new packer each time).
+_PRIMED = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=DICTIONARY)
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -99,7 +105,7 @@ def _hexpacked(data: bytes) -> bytes | None:
     raw = b"".join(runs)
     if len(set(raw)) < min(len(raw) >> 1, _DISTINCT_BYTES):
         return None
-    packer = zlib.compressobj(_LEVEL, zlib.DEFLATED, _WBITS, _MEM_LEVEL, zdict=DICTIONARY)
+    packer = _PRIMED.copy()
     return packer.compress(b"".join(text)) + packer.flush() + raw
 
 
