@@ -87,6 +87,7 @@ def _pack_command(self: Any, *args: Any) -> list[bytes]:
 
 _UTF8 = frozenset({"utf-8", "utf8", "UTF-8"})
 
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:
     from hiredis import pack_command as _hiredis_pack
 except ImportError:  # redis-py without its hiredis extra: the loop above packs
