@@ -17,6 +17,7 @@ from agentledger.events import (
     EventCodec,
     RunEvent,
     RunFinished,
+    RunForked,
     RunStarted,
     StepCheckpointed,
     StepStarted,
@@ -194,6 +195,59 @@ async def test_undecodable_and_foreign_records_are_dead_lettered_and_the_rest_ap
     assert await world.store.load("r1") == expected(events)
     ns = await live(world)
     assert (await world.store.read_progress(ns))[(TOPICS.steps, part)] == recs[-1].offset + 1
+
+
+def _fork(inherited_json: str) -> RunForked:
+    """Run r1's second event: a fork of run p at step 0 carrying ``inherited_json``."""
+    return RunForked(
+        run_id="r1", seq=2, fence=1, worker_id="w1", parent_run_id="p", from_step=0,
+        generation=1, inherited_json=inherited_json,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("inherited_json", "reason"),
+    [
+        ("{not json", "inherited_json is not JSON"),
+        ("[1]", "inherited_json is a JSON list, not an object"),
+        ('{"steps": 5}', "not lists"),
+        ('{"effects": [{"state": "landed"}]}', "is not valid"),
+    ],
+)
+async def test_a_fork_whose_inheritance_the_fold_cannot_read_is_dead_lettered(
+    inherited_json: str, reason: str
+) -> None:
+    """A RunForked whose inherited_json is not the worker's document becomes a dead letter saying
+    why; the batch goes on (another run's events are applied, progress passes the record)."""
+    world = World()
+    started = run_events("r1", steps=1)[:1]
+    other = run_events("r2", steps=1)
+    recs = world.write(started)
+    (bad,) = world.write([_fork(inherited_json)])
+    recs += [bad, *world.write(other)]
+    await world.projector().process(recs)
+    (letter,) = world.letters()
+    assert (letter.source_topic, letter.source_partition, letter.source_offset) == (
+        bad.topic, bad.partition, bad.offset,
+    )  # fmt: skip
+    assert reason in letter.reason
+    assert "RunForked of run r1 at seq 2" in letter.reason
+    assert await world.store.load("r1") == expected(started)
+    assert await world.store.load("r2") == expected(other)
+    progress = await world.store.read_progress(await live(world))
+    assert progress[(bad.topic, bad.partition)] > bad.offset
+
+
+async def test_a_fork_with_a_readable_inheritance_is_applied() -> None:
+    """A RunForked carrying no inheritance (null) is folded, not dead-lettered."""
+    world = World()
+    events = [*run_events("r1", steps=1)[:1], _fork("null")]
+    await world.projector().process(world.write(events))
+    assert world.letters() == []
+    view = await world.store.load("r1")
+    assert view is not None
+    assert view.parent_run_id == "p"
+    assert view == expected(events)
 
 
 async def test_stale_fence_write_is_rejected_with_an_alert_naming_both_fences() -> None:

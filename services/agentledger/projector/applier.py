@@ -40,7 +40,7 @@ from agentledger.projector.parking import (
     needs_reread,
 )
 from agentledger.projector.ports import Record
-from agentledger.views.fold import FoldResult, fold
+from agentledger.views.fold import FoldResult, fold, malformed
 from agentledger.views.keys import STATUSES
 from agentledger.views.layout import token_for
 from agentledger.views.model import OPEN_EFFECT_STATES, RunView
@@ -176,8 +176,9 @@ def misplaced(
 def decode_records(
     codec: EventCodec, records: Iterable[Record], partitions: int | None = None
 ) -> Decoded:
-    """Decode every record; what cannot be used (undecodable, not a run event, or not where its
-    run's events go with ``partitions`` per run topic) becomes a dead letter, never an error."""
+    """Decode every record; what cannot be used (undecodable, not a run event, not where its
+    run's events go with ``partitions`` per run topic, or one the fold cannot read) becomes a
+    dead letter, never an error."""
     out = Decoded()
     homes: dict[bytes, int] = {}
     for rec in records:
@@ -194,7 +195,7 @@ def decode_records(
             reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
             out.letters.append(dead_letter(rec, reason))
             continue
-        wrong = misplaced(rec, event, partitions, homes)
+        wrong = misplaced(rec, event, partitions, homes) or malformed(event)
         if wrong is not None:
             out.letters.append(dead_letter(rec, wrong))
             continue

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from agentledger.errors import DecodeError
 from agentledger.events.models import (
     EVENT_TYPES,
     FINISHED_STATUSES,
@@ -396,19 +397,53 @@ def _resumed(view: RunView, e: Any, _: FoldResult) -> None:
         )
 
 
+def inherited_of(ev: RunForked) -> tuple[list[StepView], list[EffectView]]:
+    """The steps and effects a fork inherits, read from its ``inherited_json`` (an object with
+    lists ``steps`` and ``effects`` of views, as the worker writes it; null or empty: none).
+    Raises DecodeError saying what is wrong otherwise: such a RunForked is a malformed event,
+    which the projector dead-letters before folding (``projector/applier.py``)."""
+    what = f"RunForked of run {ev.run_id} at seq {ev.seq}: inherited_json"
+    try:
+        inherited = json.loads(ev.inherited_json) or {}
+    except ValueError as e:
+        raise DecodeError(f"{what} is not JSON ({e})") from e
+    if not isinstance(inherited, dict):
+        raise DecodeError(f"{what} is a JSON {type(inherited).__name__}, not an object")
+    steps, effects = inherited.get("steps", []), inherited.get("effects", [])
+    if not isinstance(steps, list) or not isinstance(effects, list):
+        raise DecodeError(f"{what} has steps or effects that are not lists")
+    try:
+        return (
+            [StepView.model_validate(raw) for raw in steps],
+            [EffectView.model_validate(raw) for raw in effects],
+        )
+    except ValidationError as e:
+        problem = e.errors()[0]["msg"]
+        raise DecodeError(f"{what} has a step or effect that is not valid: {problem}") from e
+
+
+def malformed(event: RunEvent) -> str | None:
+    """Why the fold cannot read ``event`` (None when it can): a RunForked whose inherited_json
+    is not what the worker writes. Such an event is dead-lettered instead of folded."""
+    if type(event) is RunForked:
+        try:
+            inherited_of(event)
+        except DecodeError as e:
+            return e.reason
+    return None
+
+
 def _forked(view: RunView, e: Any, r: FoldResult) -> None:
     ev: RunForked = e
+    steps, effects = inherited_of(ev)
     view.parent_run_id = ev.parent_run_id
     view.forked_from_step = ev.from_step
     view.generation = ev.generation
-    inherited = json.loads(ev.inherited_json) or {}
-    for raw in inherited.get("steps", []):
-        step = StepView.model_validate(raw)
+    for step in steps:
         step.inherited = True
         view.steps[step.step] = step
         r.touched_steps.add(step.step)
-    for raw in inherited.get("effects", []):
-        effect = EffectView.model_validate(raw)
+    for effect in effects:
         effect.inherited = True
         view.effects[effect.idempotency_key] = effect
         r.touched_effects.add(effect.idempotency_key)
