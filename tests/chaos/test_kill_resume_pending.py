@@ -15,40 +15,29 @@ from __future__ import annotations
 import random
 import signal
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from agentledger._core.writer import Checkpoints
-from agentledger.demo.plan import Expected, Reference, reference, run_ids, verify
-from agentledger.demo.runner import (
-    flush_redis,
-    performed_effects,
-    read_views,
-    spawn_forked,
-    worker_command,
-)
+from agentledger.demo.plan import Reference
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.worker import WorkerSettings
+from tests.chaos.kill_resume_support import (
+    assert_as_uninterrupted,
+    kill_one_worker_per_seed,
+    resume_after_flushall,
+    sandbox,
+)
 
 pytestmark = pytest.mark.chaos
+__all__ = ["sandbox"]  # the module-scoped sandbox fixture, shared
 
 SEEDS = 4
-RUNS_PER_SEED = 2
 #: Where the first workers die: the run has a durable checkpoint and no open intent, so its
 #: resume queues RunResumed (each_step: after_checkpoint is reached in that mode only).
 FIRST_KILL = "after_checkpoint"
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SandboxProcess]:
-    """One sandbox provider process (its own SQLite file) for the whole module."""
-    db = tmp_path_factory.mktemp("sandbox") / "effects.db"
-    async with SandboxProcess(db) as process:
-        yield process
 
 
 async def kill_twice_then_resume(
@@ -57,40 +46,21 @@ async def kill_twice_then_resume(
     """Kill one worker per seed after a checkpoint, FLUSHALL, kill the resumer inside the
     window, FLUSHALL, resume everything in one process (the resumers run in ``mode``)."""
     producer = f"chaos-pending-{uuid.uuid4().hex[:8]}"
-    runs: dict[str, Expected] = {}
-    exits: list[int] = []
-    targets: list[tuple[str, int]] = []
-    for seed in range(SEEDS):
-        ids = run_ids(f"pending-{uuid.uuid4().hex[:6]}-s{seed}", RUNS_PER_SEED)
-        ref = await reference(ids, seed)
-        hits = ref.hits.get(FIRST_KILL, 0)
-        assert hits > 0, f"the reference never reaches {FIRST_KILL}"
-        hit = 1 + random.Random(f"pending:{seed}").randrange(hits)
-        mine = [(run_id, seed) for run_id in ids]
-        command = worker_command(
-            settings, mine, url=sandbox.url, producer=producer, kill=(FIRST_KILL, hit),
-            concurrency=4,
-        )  # fmt: skip
-        code, _ = await spawn_forked(command, logs / f"seed-{seed}.log")
-        exits.append(code)
-        runs.update(ref.runs)
-        targets += mine
-    await flush_redis(settings, "all")
+    killed = await kill_one_worker_per_seed(
+        settings, sandbox, seeds=SEEDS, point=FIRST_KILL, label="pending", hit_key="pending",
+        producer=producer, logs=logs,
+    )  # fmt: skip
     # every seed left at least one run resumable with RunResumed queued: hit <= SEEDS is reached
     hit = 1 + random.Random(f"pending:{mode}").randrange(SEEDS)
-    command = worker_command(
-        settings, targets, url=sandbox.url, producer=producer, kill=("resume_pending", hit),
-        concurrency=16, checkpoints=mode,
+    window, _ = await resume_after_flushall(
+        settings, sandbox, killed.targets, producer=producer, logs=logs, checkpoints=mode,
+        kill=("resume_pending", hit), name="resume-killed",
     )  # fmt: skip
-    window, _ = await spawn_forked(command, logs / "resume-killed.log")
-    await flush_redis(settings, "all")
-    command = worker_command(
-        settings, targets, url=sandbox.url, producer=producer, kill=None, concurrency=16,
-        checkpoints=mode,
-    )  # fmt: skip
-    code, out = await spawn_forked(command, logs / "resume.log")
+    code, out = await resume_after_flushall(
+        settings, sandbox, killed.targets, producer=producer, logs=logs, checkpoints=mode
+    )
     assert code == 0, f"the resuming worker failed: {out[-2000:]}"
-    return Reference(runs, {}), exits, window
+    return Reference(killed.runs, {}), killed.exits, window
 
 
 @pytest.mark.parametrize("mode", ["each_step", "with_next_commit"])
@@ -106,10 +76,4 @@ async def test_a_resume_killed_before_its_first_write_loses_nothing_and_repeats_
     ref, exits, window = await kill_twice_then_resume(settings, sandbox, mode, tmp_path)
     assert exits == [-signal.SIGKILL] * SEEDS, "every first worker must die at its kill point"
     assert window == -signal.SIGKILL, "the resumer must die with RunResumed queued"
-    views = await read_views(settings, list(ref.runs))
-    report = verify(ref, views, await performed_effects(sandbox.url))
-    assert report.mismatches == []
-    assert (report.duplicates, report.lost, report.unexpected) == (0, 0, 0)
-    assert report.effects_performed == report.effects_expected
-    assert report.finished == len(ref.runs)
-    assert (report.tokens, report.usd) == (report.expected_tokens, report.expected_usd)
+    await assert_as_uninterrupted(settings, sandbox, ref)
