@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import signal
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from agentledger.demo.plan import KILL_AT, Reference, kill_target, reference, run_ids, verify
 from agentledger.demo.runner import (
@@ -29,19 +27,14 @@ from agentledger.demo.runner import (
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.worker import WorkerSettings
+from tests.chaos.kill_resume_support import sandbox
 
 pytestmark = pytest.mark.chaos
 
 SEEDS = range(20)
 RUNS_PER_SEED = 2
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def sandbox(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SandboxProcess]:
-    """One sandbox provider process (its own SQLite file) for the whole module."""
-    db = tmp_path_factory.mktemp("sandbox") / "effects.db"
-    async with SandboxProcess(db) as process:
-        yield process
+__all__ = ["sandbox"]  # the module-scoped sandbox fixture, shared
 
 
 def merge(refs: list[Reference]) -> Reference:
