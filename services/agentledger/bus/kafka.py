@@ -260,27 +260,21 @@ class KafkaEventLog(EventLog):
         """The last stable offsets of the run's partition in every run topic, never before what
         this log committed (read-your-writes while the commit markers are being written)."""
         positions = await self._reader.end_positions(run_id, await self._partitions_riding_out())
-        return [
-            Position(
-                p.topic, p.partition, max(p.offset, self._written.get((p.topic, p.partition), 0))
-            )
-            for p in positions
-        ]
+        return self._at_least_written(positions)
 
     async def runs_end_positions(self, run_ids: Sequence[str]) -> dict[str, list[Position]]:
         """:meth:`run_end_positions` of each run from one ListOffsets round (shared with
         concurrent callers as a single run's is)."""
         found = await self._reader.runs_end_positions(run_ids, await self._partitions_riding_out())
+        return {run_id: self._at_least_written(positions) for run_id, positions in found.items()}
+
+    def _at_least_written(self, positions: list[Position]) -> list[Position]:
+        """Each position moved up to what this log committed there, if that is later."""
         written = self._written
-        return {
-            run_id: [
-                Position(
-                    p.topic, p.partition, max(p.offset, written.get((p.topic, p.partition), 0))
-                )
-                for p in positions
-            ]
-            for run_id, positions in found.items()
-        }
+        return [
+            Position(p.topic, p.partition, max(p.offset, written.get((p.topic, p.partition), 0)))
+            for p in positions
+        ]
 
     async def never_written(self) -> bool:
         """Every run-topic partition's end offset is 0 (an aborted transaction counts as

@@ -211,9 +211,7 @@ class RunReader:
         Concurrent callers share one ListOffsets request, but only one sent after they asked
         (:class:`Rounds`): the resume barrier needs the end offsets as of its call.
         """
-        tps = self._tps(run_key(run_id), partitions)
-        ends = await self._riding_out(lambda: self._end_offsets.ask(tps))
-        return [Position(tp.topic, tp.partition, ends[tp]) for tp in tps]
+        return (await self.runs_end_positions([run_id], partitions))[run_id]
 
     async def runs_end_positions(
         self, run_ids: Sequence[str], partitions: int
