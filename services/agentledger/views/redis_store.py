@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -692,12 +692,9 @@ class RedisViewStore(ViewStore):
     async def read_progress(self, namespace: str) -> dict[TopicPartition, int]:
         """See :meth:`ViewStore.read_progress`."""
         space = self._keys.space(namespace)
-        found: dict[TopicPartition, int] = {}
-        for raw in await self._each_group(space, lambda p, g: p.hgetall(space.progress(g))):
-            for k, v in raw.items():
-                if text(k) != BORN_FIELD:
-                    found[parse_progress_field(text(k))] = int(v)
-        return found
+        return _progress_of(
+            await self._each_group(space, lambda p, g: p.hgetall(space.progress(g)))
+        )
 
     @translated
     async def overdue_parked(self, namespace: str, parked_before: int) -> list[str]:
@@ -805,11 +802,7 @@ class RedisViewStore(ViewStore):
         replies = list(await pipe.execute())
         if text(replies[-1]) != namespace:
             return None  # a rebuild was swapped in meanwhile: read the log instead
-        progress: dict[TopicPartition, int] = {}
-        for raw in replies[: len(groups)]:
-            for k, v in raw.items():
-                if text(k) != BORN_FIELD:
-                    progress[parse_progress_field(text(k))] = int(v)
+        progress = _progress_of(replies[: len(groups)])
         run_hash, steps, effects, parked = replies[len(groups) : len(groups) + len(RUN_PARTS)]
         if token_of(run_hash) is None:
             return ViewAt(view=None, progress=progress, parked=[])
@@ -881,3 +874,14 @@ def _merged(replies: list[Any]) -> list[tuple[bytes, float]]:
     """(member, score) replies of several groups' sorted sets, in one (score, member) order."""
     items = [(m, float(sc)) for reply in replies for m, sc in reply]
     return sorted(items, key=lambda x: (x[1], x[0]))
+
+
+def _progress_of(hashes: Iterable[Mapping[bytes, bytes]]) -> dict[TopicPartition, int]:
+    """The applied offset of each partition in the progress hashes of a namespace's groups
+    (every field but the birth mark)."""
+    found: dict[TopicPartition, int] = {}
+    for raw in hashes:
+        for k, v in raw.items():
+            if text(k) != BORN_FIELD:
+                found[parse_progress_field(text(k))] = int(v)
+    return found
