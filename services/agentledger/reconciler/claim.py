@@ -30,7 +30,7 @@ from agentledger.errors import AgentLedgerError, LeaseHeldError
 from agentledger.leases import Lease, LeaseStore
 from agentledger.views import fold
 from agentledger.views.model import RunView
-from agentledger.views.store import ViewReader
+from agentledger.views.store import ViewAt, ViewReader
 
 _log = structlog.get_logger(__name__)
 _POLL_S = 0.02
@@ -195,7 +195,7 @@ class RunClaimer:
                 async with self._io:
                     return await fold_log(self.log, run_id)
             at, mine = found[run_id], ends[run_id]
-            if at.covers(mine) and not at.parked:
+            if _complete(at, mine):
                 return at.view or RunView(run_id=run_id)
             async with self._io:
                 if only is not None:
@@ -204,7 +204,7 @@ class RunClaimer:
                     if whole is None:
                         return await fold_log(self.log, run_id)
                     at = whole
-                    if at.covers(mine) and not at.parked:
+                    if _complete(at, mine):
                         return at.view or RunView(run_id=run_id)
                 tail = await self.log.read_run(run_id, since=at.progress)
                 result = fold(at.view or RunView(run_id=run_id), [*at.parked, *tail], in_place=True)
@@ -214,9 +214,7 @@ class RunClaimer:
 
         if found is not None:
             # The common case, a run the projector has reached, needs no task of its own.
-            ready = {
-                r: found[r] for r in run_ids if found[r].covers(ends[r]) and not found[r].parked
-            }
+            ready = {r: found[r] for r in run_ids if _complete(found[r], ends[r])}
             if len(ready) < len(run_ids):
                 rest = [r for r in run_ids if r not in ready]
                 late = dict(zip(rest, await asyncio.gather(*(one(r) for r in rest)), strict=True))
@@ -236,3 +234,8 @@ class RunClaimer:
                 return False
             await asyncio.sleep(_POLL_S)
         return True
+
+
+def _complete(at: ViewAt, ends: list[Position]) -> bool:
+    """The view read holds every event below ``ends``, with nothing parked behind a gap."""
+    return at.covers(ends) and not at.parked
