@@ -124,7 +124,10 @@ async def test_redis_gone_past_the_budget_stops_the_projector_in_one_line(
     new projector folds every event, those published during the outage included."""
     local = stack.require_local()
     if "redis" not in local.components:
-        pytest.skip("needs the embedded local Redis; an external AGENTLEDGER_REDIS_URL was given")
+        pytest.skip(
+            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
+            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
+        )
     during = sample_runs("d")
     async with projected(stack) as p:
         try:

@@ -60,7 +60,10 @@ async def test_redis_gone_past_the_budget_stops_the_reconciler_in_one_line(
     lands the intent a dead worker left open, and the resumed run does not perform it again."""
     local = stack.require_local()
     if "redis" not in local.components:
-        pytest.skip("needs the embedded local Redis; an external AGENTLEDGER_REDIS_URL was given")
+        pytest.skip(
+            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
+            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
+        )
     key = await env.dying_worker("run-outage", perform=True)
     port = free_port()
     log = tmp_path / "reconciler.log"
