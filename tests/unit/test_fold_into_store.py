@@ -27,6 +27,7 @@ from agentledger.events.models import Event, RunRequested
 from agentledger.projector.applier import Applier
 from agentledger.projector.memory import CollectingPublisher, MemoryLog
 from agentledger.projector.metrics import Metrics
+from agentledger.projector.parking import DEFAULT_PARKED_MAX
 from agentledger.projector.ports import Record
 from agentledger.projector.rebuild import compare
 from agentledger.projector.runner import Projector
@@ -90,10 +91,26 @@ class World:
         self.published = CollectingPublisher()
         self.gap_alert_ms = gap_alert_ms
 
-    def projector(self, namespace: str | None = None) -> Projector:
+    def projector(
+        self,
+        namespace: str | None = None,
+        *,
+        parked_max: int = DEFAULT_PARKED_MAX,
+        hold_s: float = 0.0,
+        group: str | None = None,
+    ) -> Projector:
+        """A projector over this log and store (its runs park at most ``parked_max`` events,
+        waiting events are held ``hold_s``, offsets are committed for consumer ``group``)."""
         metrics = Metrics()
         applier = Applier(
-            self.store, self.published, CODEC, metrics=metrics, cache_size=100, partitions=PARTS
+            self.store,
+            self.published,
+            CODEC,
+            metrics=metrics,
+            cache_size=100,
+            partitions=PARTS,
+            parked_max=parked_max,
+            hold_s=hold_s,
         )
         projector = Projector(
             self.store,
@@ -104,6 +121,7 @@ class World:
             partitions=PARTS,
             gap_alert_ms=self.gap_alert_ms,
             namespace=namespace,
+            group=group,
             pointer_ttl_s=0,
         )
         projector.assign((t, p) for t in TOPICS.run_topics for p in range(PARTS))

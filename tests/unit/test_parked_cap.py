@@ -8,43 +8,20 @@ import pytest
 from pydantic import ValidationError
 
 from agentledger.cli import run
-from agentledger.projector.applier import Applier
 from agentledger.projector.bulk import bulk_replay
-from agentledger.projector.metrics import Metrics
 from agentledger.projector.parking import DEFAULT_PARKED_MAX, bounded_parked, needs_reread
 from agentledger.projector.rebuild import compare
 from agentledger.projector.runner import Projector
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.views import RunView
-from tests.unit.test_fold_into_store import CODEC, PARTS, TOPICS, World, expected, live, run_events
+from tests.unit.test_fold_into_store import CODEC, PARTS, World, expected, live, run_events
 
 CAP = 4
 
 
 def projector(world: World, cap: int = CAP) -> Projector:
     """A projector over the world's log and store whose runs park at most ``cap`` events."""
-    metrics = Metrics()
-    applier = Applier(
-        world.store,
-        world.published,
-        CODEC,
-        metrics=metrics,
-        cache_size=100,
-        partitions=PARTS,
-        parked_max=cap,
-    )
-    found = Projector(
-        world.store,
-        world.log,
-        world.published,
-        applier,
-        metrics=metrics,
-        partitions=PARTS,
-        gap_alert_ms=world.gap_alert_ms,
-        pointer_ttl_s=0,
-    )
-    found.assign((t, p) for t in TOPICS.run_topics for p in range(PARTS))
-    return found
+    return world.projector(parked_max=cap)
 
 
 async def parked_of(world: World, run: str) -> tuple[list[int], int]:

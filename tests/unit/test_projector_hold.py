@@ -5,15 +5,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from agentledger.projector.applier import Applier
-from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
 from agentledger.projector.runner import Projector
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.store import RunWrite, TopicPartition, WriteOutcome
 from tests.unit.test_fold_into_store import (
-    CODEC,
-    PARTS,
     TOPICS,
     World,
     by_topic_effects_first,
@@ -38,29 +34,7 @@ class CountingStore(MemoryViewStore):
 def holding(world: World, hold_s: float = 60.0, group: str | None = None) -> Projector:
     """A projector over the world's log and store that holds waiting events for ``hold_s``
     (in consumer group ``group``, whose committed offsets the world's log keeps)."""
-    metrics = Metrics()
-    applier = Applier(
-        world.store,
-        world.published,
-        CODEC,
-        metrics=metrics,
-        cache_size=100,
-        partitions=PARTS,
-        hold_s=hold_s,
-    )
-    found = Projector(
-        world.store,
-        world.log,
-        world.published,
-        applier,
-        metrics=metrics,
-        partitions=PARTS,
-        gap_alert_ms=world.gap_alert_ms,
-        group=group,
-        pointer_ttl_s=0,
-    )
-    found.assign((t, p) for t in TOPICS.run_topics for p in range(PARTS))
-    return found
+    return world.projector(hold_s=hold_s, group=group)
 
 
 def counting_world() -> tuple[World, CountingStore]:
