@@ -328,3 +328,25 @@ def translated(
         )
 
     return guarded
+
+
+class RedisKeyspace:
+    """One Redis client, the prefix of the keys a component keeps there, and how its calls
+    ride out a lost connection (named ``endpoint``, for up to ``outage_budget_s``)."""
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        key_prefix: str,
+        endpoint: str = "redis",
+        outage_budget_s: float = 0.0,
+    ) -> None:
+        self._client = client
+        self._prefix = key_prefix
+        self._endpoint = endpoint
+        self._budget_s = outage_budget_s
+
+    async def _guarded(self, call: Callable[[], Awaitable[R]]) -> R:
+        """``call()`` (safe to repeat), a lost connection waited out within the budget."""
+        return await riding_out(call, self._endpoint, self._budget_s)

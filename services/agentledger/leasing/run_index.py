@@ -12,16 +12,12 @@ from an older snapshot keeps an old sentinel and loses newer entries, as it lose
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
-
-from redis.asyncio import Redis
+from typing import Any, Literal
 
 from agentledger.leasing.redis_store import run_tag
-from agentledger.redisclient import riding_out
+from agentledger.redisclient import RedisKeyspace
 
 Claim = Literal["new", "known", "unsure"]
-T = TypeVar("T")
 
 
 class RunIndex(ABC):
@@ -63,21 +59,8 @@ class MemoryRunIndex(RunIndex):
         self._whole = True
 
 
-class RedisRunIndex(RunIndex):
+class RedisRunIndex(RedisKeyspace, RunIndex):
     """``<prefix>:{RUN}:opened`` per run (no expiry) and the sentinel ``<prefix>:run-index``."""
-
-    def __init__(
-        self,
-        client: Redis,
-        *,
-        key_prefix: str,
-        endpoint: str = "redis",
-        outage_budget_s: float = 0.0,
-    ) -> None:
-        self._budget_s = outage_budget_s
-        self._client = client
-        self._prefix = key_prefix
-        self._endpoint = endpoint
 
     @property
     def sentinel(self) -> str:
@@ -112,7 +95,3 @@ class RedisRunIndex(RunIndex):
     async def vouch(self) -> None:
         """Set the sentinel (kept if already there)."""
         await self._guarded(lambda: self._client.set(self.sentinel, b"1", nx=True))
-
-    async def _guarded(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``call()``, a lost connection waited out for up to the store's outage budget."""
-        return await riding_out(call, self._endpoint, self._budget_s)

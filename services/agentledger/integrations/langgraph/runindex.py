@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from redis.asyncio import Redis
-
-from agentledger.redisclient import riding_out
+from agentledger.redisclient import RedisKeyspace
 
 
 class RunIndex(ABC):
@@ -48,22 +46,9 @@ class MemoryRunIndex(RunIndex):
         self._threads.pop(run_id, None)
 
 
-class RedisRunIndex(RunIndex):
+class RedisRunIndex(RedisKeyspace, RunIndex):
     """The index as one Redis set per run id (``<prefix>:lg:run:<run id>``); a lost connection
     is waited out for up to ``outage_budget_s`` (every call is safe to repeat)."""
-
-    def __init__(
-        self,
-        client: Redis,
-        *,
-        key_prefix: str,
-        endpoint: str = "redis",
-        outage_budget_s: float = 0.0,
-    ) -> None:
-        self._client = client
-        self._prefix = key_prefix
-        self._endpoint = endpoint
-        self._budget_s = outage_budget_s
 
     def key(self, run_id: str) -> str:
         """The set of one run id."""
@@ -71,19 +56,13 @@ class RedisRunIndex(RunIndex):
 
     async def add(self, run_id: str, thread_id: str) -> None:
         """See :meth:`RunIndex.add`."""
-        await riding_out(
-            lambda: self._client.sadd(self.key(run_id), thread_id), self._endpoint, self._budget_s
-        )
+        await self._guarded(lambda: self._client.sadd(self.key(run_id), thread_id))
 
     async def threads(self, run_id: str) -> set[str]:
         """See :meth:`RunIndex.threads`."""
-        members = await riding_out(
-            lambda: self._client.smembers(self.key(run_id)), self._endpoint, self._budget_s
-        )
+        members = await self._guarded(lambda: self._client.smembers(self.key(run_id)))
         return {m.decode() if isinstance(m, bytes) else str(m) for m in members}
 
     async def forget(self, run_id: str) -> None:
         """See :meth:`RunIndex.forget`."""
-        await riding_out(
-            lambda: self._client.delete(self.key(run_id)), self._endpoint, self._budget_s
-        )
+        await self._guarded(lambda: self._client.delete(self.key(run_id)))
