@@ -42,7 +42,6 @@ import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer
 
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.cli import configure_logging
 from agentledger.events.topics import topic_names
 from agentledger.projector.commands import replayer_for
 from agentledger.projector.kafka import KafkaLogReader
@@ -59,6 +58,7 @@ from agentledger.projector.workers import worker_count
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
+from bench.output import print_report
 
 EVENTS_PER_RUN = 8  # sample_run(steps=1)
 
@@ -428,21 +428,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--json", type=Path, help="also write the report to this file")
     a = p.parse_args(argv)
-    configure_logging("WARNING")
-    report = asyncio.run(
-        bench(
+    print_report(
+        lambda: bench(
             a.events,
             a.lag_rate,
             a.lag_seconds,
             rebuild_only=a.rebuild_only,
             instances=a.instances,
             rebuild_workers=a.rebuild_workers,
-        )
+        ),
+        a.json,
     )
-    text = json.dumps(report, indent=2)
-    if a.json is not None:
-        a.json.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
 
 
 if __name__ == "__main__":

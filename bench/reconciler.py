@@ -17,10 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import os
 import platform
-import sys
 import tempfile
 import time
 import uuid
@@ -32,7 +30,6 @@ from agentledger._core.gc_tuning import tune_collector
 from agentledger._core.keys import effect_key
 from agentledger.bus.admin import delete_topics, ensure_topics
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.cli import configure_logging
 from agentledger.events.models import EffectIntended, Event, RunStarted, StepStarted
 from agentledger.events.topics import topic_specs
 from agentledger.leasing.redis_store import RedisLeaseStore
@@ -47,6 +44,7 @@ from agentledger.reconciler.settings import ProviderPolicy, ReconcilerSettings
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
+from bench.output import print_report
 
 REQUEST = EffectRequest(kind="payments", identity={"amount": 1250, "currency": "EUR"})
 EFFECT = "charge"
@@ -272,9 +270,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, help="also write the report to this file")
     p.add_argument("--profile", type=Path, help="write a cProfile of the pass to this file")
     a = p.parse_args(argv)
-    configure_logging("WARNING")
-    report = asyncio.run(
-        bench(
+    print_report(
+        lambda: bench(
             a.intents,
             a.latency_ms,
             a.instances,
@@ -283,12 +280,9 @@ def main(argv: list[str] | None = None) -> None:
             in_flight=a.in_flight,
             barrier_s=a.barrier_s,
             profile=a.profile,
-        )
+        ),
+        a.json,
     )
-    text = json.dumps(report, indent=2)
-    if a.json is not None:
-        a.json.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
 
 
 if __name__ == "__main__":
