@@ -18,7 +18,7 @@ from agentledger.errors import (
     RunLogCorruptError,
     StaleFenceError,
 )
-from agentledger.events import Alert, EventCodec, StepStarted, TopicNames
+from agentledger.events import Alert, EventCodec, RunForked, StepStarted, TopicNames
 from agentledger.leasing import RedisLeaseStore
 from agentledger.outage import outage_of
 from agentledger.settings import CommonSettings
@@ -115,6 +115,29 @@ async def test_read_run_names_undecodable_records(ledger_settings: CommonSetting
             await log.read_run("r")
     (bad,) = err.value.errors
     assert (bad.topic, bad.partition, bad.offset) == (topics.effects, meta.partition, meta.offset)
+
+
+async def test_read_run_names_a_fork_the_fold_cannot_read(ledger_settings: CommonSettings) -> None:
+    """A RunForked whose inherited_json is not JSON makes read_run raise as a poison record does,
+    naming its topic/partition/offset (the projector dead-letters it)."""
+    topics = TopicNames(ledger_settings.topic_prefix)
+    fork = RunForked(
+        run_id="r-fork", seq=1, fence=1, worker_id="w", parent_run_id="p", from_step=0,
+        generation=1, inherited_json="{not json",
+    )  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=ledger_settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        value = EventCodec().encode(fork)
+        meta = await producer.send_and_wait(topics.steps, value, key=run_key("r-fork"))
+    finally:
+        await producer.stop()
+    async with KafkaEventLog(ledger_settings, transactional_id="reader") as log:
+        with pytest.raises(RunLogCorruptError) as err:
+            await log.read_run("r-fork")
+    (bad,) = err.value.errors
+    assert (bad.topic, bad.partition, bad.offset) == (topics.steps, meta.partition, meta.offset)
+    assert "RunForked of run r-fork at seq 1: inherited_json is not JSON" in bad.reason
 
 
 async def gone(settings: CommonSettings, topic: str) -> None:

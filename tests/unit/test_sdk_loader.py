@@ -8,8 +8,8 @@ import pytest
 
 from agentledger._core.loader import fold_log, load_view
 from agentledger.bus.memory import MemoryEventLog
-from agentledger.errors import RunError
-from agentledger.events import RunEvent
+from agentledger.errors import RunError, RunLogCorruptError
+from agentledger.events import RecordSkipped, RunEvent, RunForked
 from agentledger.views import RunView, fold
 from agentledger.views.memory_store import MemoryViewStore
 from agentledger.views.store import RunWrite
@@ -158,3 +158,33 @@ async def test_a_view_that_dropped_parked_events_is_never_used_alone() -> None:
     assert loaded.source == "log"
     assert loaded.view == fold(RunView(run_id=RUN), events).view
     assert log.reads == [{}]
+
+
+@pytest.mark.parametrize("inherited_json", ["{not json", '{"steps": [{"step": "x"}]}'])
+async def test_a_fork_the_fold_cannot_read_is_a_corrupt_log_naming_its_position(
+    inherited_json: str,
+) -> None:
+    """A RunForked whose inherited_json is not the worker's document makes the worker's own fold
+    fail as an undecodable record does (RunLogCorruptError naming the record), not with the
+    fold's DecodeError; a RecordSkipped naming it makes the run readable without it."""
+    log = MemoryEventLog(run_partitions=2)
+    started = run_events(RUN, steps=1)[:1]
+    fork = RunForked(
+        run_id=RUN, seq=2, fence=1, worker_id="w1", parent_run_id="p", from_step=0,
+        generation=1, inherited_json=inherited_json,
+    )  # fmt: skip
+    await log.publish([*started, fork])
+    (end,) = [p for p in await log.run_end_positions(RUN) if p.topic == log.topics.steps]
+    with pytest.raises(RunLogCorruptError) as err:
+        await fold_log(log, RUN)
+    (bad,) = err.value.errors
+    assert (bad.topic, bad.partition, bad.offset) == (end.topic, end.partition, end.offset - 1)
+    assert f"RunForked of run {RUN} at seq 2: inherited_json" in bad.reason
+    with pytest.raises(RunLogCorruptError):
+        await load_view(log, RUN)
+    skip = RecordSkipped(
+        run_id=RUN, source_topic=bad.topic, source_partition=bad.partition,
+        source_offset=bad.offset, reason="ops",
+    )  # fmt: skip
+    await log.publish([skip])
+    assert await fold_log(log, RUN) == fold(RunView(run_id=RUN), started).view

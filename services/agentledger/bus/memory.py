@@ -16,6 +16,7 @@ from agentledger.events.codec import EventCodec
 from agentledger.events.models import Event, RecordSkipped, RunEvent, now_ms
 from agentledger.events.topics import ROLE_SUFFIX, TopicNames
 from agentledger.settings import CommonSettings
+from agentledger.views.fold import malformed
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,20 @@ class MemoryEventLog(EventLog):
                     bad.append(e)
                     continue
                 if isinstance(event, RunEvent):
-                    if event.run_id == run_id:  # else misplaced: the projector dead-letters it
+                    if event.run_id != run_id:  # misplaced: the projector dead-letters it
+                        continue
+                    wrong = malformed(event)  # the projector dead-letters it too
+                    if wrong is None:
                         found.append(event)
+                    else:
+                        bad.append(
+                            DecodeError(
+                                wrong,
+                                topic=record.topic,
+                                partition=record.partition,
+                                offset=record.offset,
+                            )
+                        )
                 elif isinstance(event, RecordSkipped):
                     skips.append(event)
                 else:

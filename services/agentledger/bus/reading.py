@@ -25,6 +25,7 @@ from agentledger.kafkaclient import kafka_options
 from agentledger.outage import ride_out
 from agentledger.settings import CommonSettings
 from agentledger.tasks import within
+from agentledger.views.fold import malformed
 
 FETCH_WAIT_MS = 100
 # How long the broker may hold a fetch that has nothing to return. aiokafka's default (500 ms)
@@ -151,7 +152,7 @@ class RunReader:
         skips: list[RecordSkipped] = []
         for want in wants:
             for record in records[want]:
-                self._decode(record, found, bad, skips)
+                self._decode(run_id, record, found, bad, skips)
         bad = unskipped(run_id, bad, skips)
         if bad:
             raise RunLogCorruptError(run_id, bad)
@@ -268,6 +269,7 @@ class RunReader:
 
     def _decode(
         self,
+        run_id: str,
         record: ConsumerRecord,
         found: list[RunEvent],
         bad: list[DecodeError],
@@ -281,7 +283,10 @@ class RunReader:
         except DecodeError as e:
             bad.append(e)
             return
-        if isinstance(event, RunEvent):
+        wrong = malformed(event) if isinstance(event, RunEvent) and event.run_id == run_id else None
+        if wrong is not None:  # one the fold cannot read: the projector dead-letters it
+            bad.append(DecodeError(wrong, topic=topic, partition=partition, offset=offset))
+        elif isinstance(event, RunEvent):
             found.append(event)
         elif isinstance(event, RecordSkipped):
             skips.append(event)
