@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 from agentledger.errors import (
     ProviderIdentityConflictError,
@@ -174,6 +175,26 @@ def test_plan_unknown_pauses_and_alerts_without_resume() -> None:
     after = fold(view, plan.events).view
     assert after.status == "paused"
     assert after.effects["k1"].state == "unknown"
+
+
+def test_planned_events_carry_fresh_version_4_ids() -> None:
+    """Every event and request plan_run makes has its own id, the hex of a version-4 UUID."""
+    view = run_view(keys=("k1", "k2"))
+    landed = decide(view.effects["k1"], found())
+    unknown = decide(view.effects["k2"], ProviderUnavailableError("down"))
+    paused = plan_run(view, [landed, unknown], fence=7, writer="rec", now=5)
+    resumed = plan_run(view, [landed, decide(view.effects["k2"], found())], fence=7, writer="rec",
+                       now=5)  # fmt: skip
+    made = [*paused.events, *resumed.events, *resumed.requests]
+    assert [type(e).__name__ for e in made] == [
+        "EffectReconciled", "EffectReconciled", "RunPaused",
+        "EffectReconciled", "EffectReconciled", "ResumeRequested",
+    ]  # fmt: skip
+    ids = [e.event_id for e in made]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        assert uuid.UUID(hex=text).version == 4
+        assert uuid.UUID(hex=text).hex == text
 
 
 def test_repeated_unknown_writes_nothing_new() -> None:
