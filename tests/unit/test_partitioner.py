@@ -10,7 +10,13 @@ from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentledger.bus.partitioning import key_for, murmur2, partition_for, run_key
+from agentledger.bus.partitioning import (
+    key_for,
+    murmur2,
+    partition_for,
+    producer_partition,
+    run_key,
+)
 from tests.unit.event_samples import samples
 
 # From the Java client's UtilsTest.testMurmur2: the reference values of Kafka itself.
@@ -36,6 +42,22 @@ def test_partition_matches_aiokafka_default_partitioner(key: bytes, partitions: 
     everything = list(range(partitions))
     assert partition_for(key, partitions) == DefaultPartitioner()(key, everything, everything)
     assert murmur2(key) == aiokafka_murmur2(key)
+
+
+@given(st.binary(max_size=64), st.integers(min_value=1, max_value=1024))
+def test_the_producer_partitions_keyed_records_as_aiokafka_would(key: bytes, n: int) -> None:
+    """The partitioner our producer is built with picks aiokafka's default's partition for a
+    keyed record, asked once or again (remembered), whatever the partition ids are."""
+    ids = [p * 3 + 1 for p in range(n)]  # not 0..n-1: the result is an element of the list
+    default = DefaultPartitioner()(key, ids, ids[:1])
+    assert producer_partition(key, ids, ids[:1]) == default
+    assert producer_partition(key, ids, ids[:1]) == default
+
+
+def test_the_producer_spreads_unkeyed_records_over_available_partitions() -> None:
+    """An unkeyed record goes to an available partition (any, if none is available)."""
+    assert {producer_partition(None, [0, 1, 2], [2]) for _ in range(50)} == {2}
+    assert {producer_partition(None, [0, 1, 2], []) for _ in range(200)} == {0, 1, 2}
 
 
 def test_run_ids_spread_over_partitions() -> None:

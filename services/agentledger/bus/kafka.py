@@ -46,7 +46,7 @@ from agentledger.bus.diagnosis import (
     failure_of,
 )
 from agentledger.bus.fencing import Claim, stale_claims, stale_error
-from agentledger.bus.partitioning import key_for
+from agentledger.bus.partitioning import key_for, producer_partition
 from agentledger.bus.port import EventLog, FenceGuard, Position
 from agentledger.bus.reading import RunReader
 from agentledger.errors import (
@@ -620,6 +620,7 @@ class KafkaEventLog(EventLog):
                 max_request_size=MAX_REQUEST_BYTES,
                 max_batch_size=BATCH_BYTES,
                 compression_type=compression_of(self._settings),
+                partitioner=producer_partition,
                 client_id=f"agentledger-{self._transactional_id}",
                 **kafka_options(self._settings),
             )

@@ -7,6 +7,8 @@ log uses this exact function, so tests see the partition numbers the real broker
 
 from __future__ import annotations
 
+import random
+
 from agentledger.events.keying import murmur2, partition_for, run_key
 from agentledger.events.models import (
     Alert,
@@ -17,7 +19,7 @@ from agentledger.events.models import (
     RunRequested,
 )
 
-__all__ = ["key_for", "murmur2", "partition_for", "run_key"]
+__all__ = ["key_for", "murmur2", "partition_for", "producer_partition", "run_key"]
 
 
 def key_for(event: Event) -> bytes | None:
@@ -28,3 +30,12 @@ def key_for(event: Event) -> bytes | None:
     if isinstance(event, Alert):
         return event.alert_id.encode()
     return None
+
+
+def producer_partition(key: bytes | None, every: list[int], available: list[int]) -> int:
+    """The producer's partitioner (aiokafka's ``partitioner=``): its default's choice, a keyed
+    record's partition from :func:`partition_for` (remembered per key), so a record and the
+    readers looking for its run agree by construction; an unkeyed one anywhere available."""
+    if key is None:
+        return random.choice(available or every)
+    return every[partition_for(key, len(every))]

@@ -6,6 +6,12 @@ keeps everything of partition p in one slot), so it lives with the events.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+#: Keys whose partition is remembered: a reconciler pass asks each run's three times (its end
+#: offsets, then the producer for each of its two records), a murmur2 in Python costs 1.5 µs.
+_REMEMBERED = 1 << 14
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -36,8 +42,10 @@ def murmur2(data: bytes) -> int:
     return h
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def partition_for(key: bytes, partitions: int) -> int:
-    """The partition Kafka's default partitioner picks for a keyed record (``toPositive % n``)."""
+    """The partition Kafka's default partitioner picks for a keyed record (``toPositive % n``);
+    remembered for the last keys asked (a pure function of both)."""
     if partitions < 1:
         msg = f"a topic has at least one partition, got {partitions}"
         raise ValueError(msg)
