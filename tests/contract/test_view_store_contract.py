@@ -416,6 +416,34 @@ async def test_a_brief_load_gives_the_fields_asked_for_and_the_effects(store: Vi
     assert (r1.status, r1.applied_seq) == ("running", 3)
 
 
+async def test_a_brief_load_of_runs_keeps_their_tokens_parked_events_and_drop_marks(
+    store: ViewStore,
+) -> None:
+    """load_runs(only=...) of several runs gives each stored run's token, dropped seq, parked
+    events, effects and the fields named as the whole read does, no steps, and no entry for
+    a run that is not stored."""
+    ns = await live(store)
+    await put(store, ns, "r1", run_events("r1"))
+    events = run_events("marked")
+    marked = write_of(None, "marked", [events[0], events[2]])  # seq 3 parks behind the gap
+    marked.dropped_from = 4
+    assert not (await store.write_runs(ns, [marked])).conflicts
+    runs = ["r1", "never", "marked"]
+    only = {"run_id", "status", "applied_seq", "fence", "pause"}
+    brief = await store.load_runs(ns, runs, only=only)
+    whole = await store.load_runs(ns, runs)
+    assert set(brief) == set(whole) == {"r1", "marked"}
+    for run_id, w in whole.items():
+        b = brief[run_id]
+        assert (b.token, b.dropped_from, b.parked) == (w.token, w.dropped_from, w.parked)
+        for name in only:
+            assert getattr(b.view, name) == getattr(w.view, name)
+        assert b.view.effects.plain() == w.view.effects.plain()
+        assert not b.view.steps
+    assert whole["r1"].view.steps  # the whole read has them
+    assert (brief["marked"].token, brief["marked"].dropped_from) == ((1, 2), 4)
+
+
 async def test_swap_points_readers_at_another_namespace_in_one_step(store: ViewStore) -> None:
     """Readers follow the pointer; the old namespace can then be dropped, the live one cannot."""
     old = await live(store)

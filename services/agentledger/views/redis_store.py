@@ -42,6 +42,8 @@ from agentledger.views.keys import (
     sharded_name,
 )
 from agentledger.views.layout import (
+    DROPPED_FIELD,
+    PARKED_FIELD,
     Token,
     decode_run,
     dropped_of,
@@ -56,6 +58,7 @@ from agentledger.views.redis_fresh import WRITE_FRESH, fresh_calls, stored_calls
 from agentledger.views.redis_replies import pairs, scan_chunks, snapshot_keys, text, texts
 from agentledger.views.scripts import (
     COMMIT,
+    LOAD_BRIEF_RUNS,
     LOAD_RUN,
     LOAD_RUNS,
     REPLACE_LIVE,
@@ -308,10 +311,15 @@ class RedisViewStore(ViewStore):
         per run, pipelined, on a Redis Cluster, whose transactions cannot span slots).
 
         A brief read (``only``) decodes those run fields and the effects, and is not kept in
-        the cache of run fields a writer compares against (it is no base for a write)."""
+        the cache of run fields a writer compares against (it is no base for a write); on one
+        Redis it reads only those fields (and the token's) and no steps (:meth:`_load_brief`)."""
         space = self._keys.space(namespace)
         found: dict[str, StoredRun] = {}
-        for run_id, parts in zip(run_ids, await self._load_hashes(space, run_ids), strict=True):
+        if only is not None and run_ids and not is_cluster(self._redis):
+            hashes = await self._load_brief(space, run_ids, only)
+        else:
+            hashes = await self._load_hashes(space, run_ids)
+        for run_id, parts in zip(run_ids, hashes, strict=True):
             run_hash, steps, effects, parked = parts
             token = token_of(run_hash)
             if token is None:
@@ -357,6 +365,29 @@ class RedisViewStore(ViewStore):
                 pipe.hgetall(key)
         replies = list(await pipe.execute())
         return [replies[i : i + n] for i in range(0, len(replies), n)]
+
+    async def _load_brief(
+        self, space: SpaceKeys, run_ids: Sequence[str], only: Collection[str]
+    ) -> list[list[dict[bytes, bytes]]]:
+        """As :meth:`_load_hashes` (one script, atomic as a whole), but of each run hash only
+        the fields ``only`` names and those its token and dropped seq are read from, and no
+        steps (an empty dict in their place): what a brief view is decoded from."""
+        names = [*dict.fromkeys([*only, "applied_seq", PARKED_FIELD, DROPPED_FIELD])]
+        wanted = [name.encode() for name in names]
+        keys = []
+        for run_id in run_ids:
+            run, _, effects, parked = space.run_keys(run_id)
+            keys += [run, effects, parked]
+        [replies] = await self._run_pipeline([(LOAD_BRIEF_RUNS, keys, names)])
+        loaded: list[list[dict[bytes, bytes]]] = []
+        for reply in replies:
+            if not reply:  # no run hash: the run is not in the views
+                loaded.append([{}, {}, {}, {}])
+                continue
+            values, effects, parked = reply
+            run_hash = {n: v for n, v in zip(wanted, values, strict=True) if v is not None}
+            loaded.append([run_hash, {}, pairs(effects), pairs(parked)])
+        return loaded
 
     def _decode_parked(self, value: bytes) -> RunEvent:
         event = self._codec.decode(value)
