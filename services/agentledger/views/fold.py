@@ -41,6 +41,7 @@ from agentledger.events.models import (
     WritesSaved,
 )
 from agentledger.views import graph_fold
+from agentledger.views.graph_fold import checkpoint_problem
 from agentledger.views.model import (
     ActivityView,
     Approval,
@@ -413,23 +414,34 @@ def inherited_of(ev: RunForked) -> tuple[list[StepView], list[EffectView]]:
     if not isinstance(steps, list) or not isinstance(effects, list):
         raise DecodeError(f"{what} has steps or effects that are not lists")
     try:
-        return (
+        found = (
             [StepView.model_validate(raw) for raw in steps],
             [EffectView.model_validate(raw) for raw in effects],
         )
     except ValidationError as e:
         problem = e.errors()[0]["msg"]
         raise DecodeError(f"{what} has a step or effect that is not valid: {problem}") from e
+    for step in found[0]:
+        unreadable = None if step.graph is None else checkpoint_problem(step.graph.checkpoint_json)
+        if unreadable is not None:
+            raise DecodeError(f"{what} has a step whose {unreadable}")
+    return found
 
 
 def malformed(event: RunEvent) -> str | None:
     """Why the fold cannot read ``event`` (None when it can): a RunForked whose inherited_json
-    is not what the worker writes. Such an event is dead-lettered instead of folded."""
+    is not what the worker writes, or a CheckpointSaved whose checkpoint_json a later deletion
+    could not read. Such an event is dead-lettered instead of folded (and is a corrupt record
+    to the worker's ``read_run``)."""
     if type(event) is RunForked:
         try:
             inherited_of(event)
         except DecodeError as e:
             return e.reason
+    elif type(event) is CheckpointSaved:
+        problem = checkpoint_problem(event.checkpoint_json)
+        if problem is not None:
+            return f"CheckpointSaved of run {event.run_id} at seq {event.seq}: {problem}"
     return None
 
 

@@ -27,6 +27,21 @@ def step_name(ns: str, checkpoint_id: str) -> str:
     return f"checkpoint {ns}/{checkpoint_id}" if ns else f"checkpoint {checkpoint_id}"
 
 
+def checkpoint_problem(checkpoint_json: str) -> str | None:
+    """Why the fold cannot keep a checkpoint's ``checkpoint_json`` (None when it can): every
+    deletion reads the ``channel_versions`` of each surviving checkpoint (:func:`needed_blobs`),
+    so it must be a JSON object whose ``channel_versions``, when there, is an object."""
+    try:
+        fields = json.loads(checkpoint_json)
+    except ValueError as e:
+        return f"checkpoint_json is not JSON ({e})"
+    if not isinstance(fields, dict):
+        return f"checkpoint_json is a JSON {type(fields).__name__}, not an object"
+    if not isinstance(fields.get("channel_versions", {}), dict):
+        return "checkpoint_json has channel_versions that are not an object"
+    return None
+
+
 def checkpoint_saved(view: RunView, ev: CheckpointSaved) -> set[int]:
     """Record the checkpoint as step ``ev.step``, checkpointed, with its blobs; the cursor
     (first step not checkpointed) moves past it."""
