@@ -101,20 +101,27 @@ async def test_redis_guard_rejects_a_zombie_on_the_real_broker(
             assert [e.fence for e in await log.read_run("r")] == [new.fence]
 
 
+async def only_bad_record(settings: CommonSettings, topic: str, value: bytes, run: str) -> str:
+    """Send ``value`` keyed by ``run`` to ``topic`` outside the log; read_run must raise naming
+    that one record's topic/partition/offset. Returns the reason it gives."""
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait(topic, value, key=run_key(run))
+    finally:
+        await producer.stop()
+    async with KafkaEventLog(settings, transactional_id="reader") as log:
+        with pytest.raises(RunLogCorruptError) as err:
+            await log.read_run(run)
+    (bad,) = err.value.errors
+    assert (bad.topic, bad.partition, bad.offset) == (topic, meta.partition, meta.offset)
+    return bad.reason
+
+
 async def test_read_run_names_undecodable_records(ledger_settings: CommonSettings) -> None:
     """A poison record keyed by the run makes read_run raise with its topic/partition/offset."""
     topics = TopicNames(ledger_settings.topic_prefix)
-    producer = AIOKafkaProducer(bootstrap_servers=ledger_settings.kafka_bootstrap)
-    await producer.start()
-    try:
-        meta = await producer.send_and_wait(topics.effects, b"junk", key=run_key("r"))
-    finally:
-        await producer.stop()
-    async with KafkaEventLog(ledger_settings, transactional_id="reader") as log:
-        with pytest.raises(RunLogCorruptError) as err:
-            await log.read_run("r")
-    (bad,) = err.value.errors
-    assert (bad.topic, bad.partition, bad.offset) == (topics.effects, meta.partition, meta.offset)
+    await only_bad_record(ledger_settings, topics.effects, b"junk", "r")
 
 
 async def test_read_run_names_a_fork_the_fold_cannot_read(ledger_settings: CommonSettings) -> None:
@@ -125,19 +132,9 @@ async def test_read_run_names_a_fork_the_fold_cannot_read(ledger_settings: Commo
         run_id="r-fork", seq=1, fence=1, worker_id="w", parent_run_id="p", from_step=0,
         generation=1, inherited_json="{not json",
     )  # fmt: skip
-    producer = AIOKafkaProducer(bootstrap_servers=ledger_settings.kafka_bootstrap)
-    await producer.start()
-    try:
-        value = EventCodec().encode(fork)
-        meta = await producer.send_and_wait(topics.steps, value, key=run_key("r-fork"))
-    finally:
-        await producer.stop()
-    async with KafkaEventLog(ledger_settings, transactional_id="reader") as log:
-        with pytest.raises(RunLogCorruptError) as err:
-            await log.read_run("r-fork")
-    (bad,) = err.value.errors
-    assert (bad.topic, bad.partition, bad.offset) == (topics.steps, meta.partition, meta.offset)
-    assert "RunForked of run r-fork at seq 1: inherited_json is not JSON" in bad.reason
+    value = EventCodec().encode(fork)
+    reason = await only_bad_record(ledger_settings, topics.steps, value, "r-fork")
+    assert "RunForked of run r-fork at seq 1: inherited_json is not JSON" in reason
 
 
 async def gone(settings: CommonSettings, topic: str) -> None:
