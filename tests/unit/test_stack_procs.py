@@ -50,6 +50,24 @@ def test_own_process_is_ours_until_stopped(tmp_path: Path) -> None:
         kill_now(pid, start, [marker])
 
 
+def test_a_spawned_process_keeps_no_descriptor_we_inherited(tmp_path: Path) -> None:
+    """A descriptor our parent passed down (``flock LOCK cmd``'s lock) is not the daemon's:
+    it holds only what the spawn gave it, so the lock ends with the command."""
+    marker = str(tmp_path / "marker")
+    held = os.open(tmp_path / "lock", os.O_RDONLY | os.O_CREAT)
+    os.set_inheritable(held, True)
+    try:
+        pid, start = spawn_detached([*SLEEPER, marker], tmp_path / "out.log")
+    finally:
+        os.close(held)
+    try:
+        targets = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert str(tmp_path / "lock") not in targets
+        assert str(tmp_path / "out.log") in targets
+    finally:
+        kill_now(pid, start, [marker])
+
+
 async def test_terminate_stops_only_our_process(tmp_path: Path) -> None:
     """terminate() refuses a pid whose marker differs, and stops ours."""
     marker = str(tmp_path / "marker")

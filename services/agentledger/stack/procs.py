@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -80,10 +81,11 @@ def spawn_detached(argv: list[str], log_file: Path) -> tuple[int, int]:
         msg = f"{argv[0]} is not on PATH"
         raise StackError(msg)
     log_file.parent.mkdir(parents=True, exist_ok=True)
-    actions = [
+    actions: list[tuple[Any, ...]] = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, str(log_file), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644),
         (os.POSIX_SPAWN_DUP2, 1, 2),
+        *((os.POSIX_SPAWN_CLOSE, fd) for fd in _inherited_fds()),
     ]
     # The child inherits our environment unchanged: JAVA_HOME, PATH and locale matter to it.
     pid = os.posix_spawn(exe, argv, os.environ, file_actions=actions, setsid=True)
@@ -93,6 +95,21 @@ def spawn_detached(argv: list[str], log_file: Path) -> tuple[int, int]:
         msg = f"{argv[0]} exited immediately; see {log_file}"
         raise StackError(msg)
     return pid, stat.start_ticks
+
+
+def _inherited_fds() -> list[int]:
+    """Our descriptors past stderr that a child would inherit: those our own parent passed
+    down (Python opens its own non-inheritable). A daemon must not keep them: ``flock LOCK
+    cmd`` passes its lock's descriptor, and a stack started under it held the lock for as long
+    as it ran."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2:  # stdin, stdout and stderr are set up by the spawn itself
+            with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+                if os.get_inheritable(fd):
+                    found.append(fd)
+    return found
 
 
 def _await_exec(pid: int, limit_s: float = 2.0) -> None:
