@@ -122,7 +122,28 @@ class EventCodec:
         offset: int | None = None,
     ) -> Event:
         """Deserialize one record; raise DecodeError (never anything else) if it cannot be."""
-        where: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset}
+        # the common case first and without the error context's dict (built only on a failure:
+        # a rebuild decodes every record of the log through here)
+        if type(data) is bytes and data[:2] == MAGIC:
+            fp = data[2:HEADER_LEN]
+            fast = self._fast.get(fp)
+            if fast is None and self._uncompiled:
+                fast = self._compiled(fp)
+            if fast is not None:
+                try:
+                    found = fast(data)
+                except DOUBTS:
+                    pass  # not a record the fast reader vouches for: the full path decides
+                else:
+                    if isinstance(found, Event):
+                        return found
+                    where = {"topic": topic, "partition": partition, "offset": offset}
+                    model = EVENT_BY_NAME[self._schemas.writers[fp][0]]
+                    return self._validated(model, found, where)
+        return self._decode_full(data, {"topic": topic, "partition": partition, "offset": offset})
+
+    def _decode_full(self, data: bytes | None, where: dict[str, Any]) -> Event:
+        """:meth:`decode` of what the fast readers do not vouch for: checks, fastavro, pydantic."""
         if data is None:
             raise DecodeError("record has no value (tombstone)", **where)
         if len(data) < HEADER_LEN or data[:2] != MAGIC:
@@ -131,18 +152,6 @@ class EventCodec:
                 **where,
             )
         fp = bytes(data[2:HEADER_LEN])
-        fast = self._fast.get(fp) if type(data) is bytes else None
-        if fast is None and self._uncompiled and type(data) is bytes:
-            fast = self._compiled(fp)
-        if fast is not None:
-            try:
-                found = fast(data)
-            except DOUBTS:
-                pass  # not a record the fast reader vouches for: the full path decides
-            else:
-                if isinstance(found, Event):
-                    return found
-                return self._validated(EVENT_BY_NAME[self._schemas.writers[fp][0]], found, where)
         known = self._schemas.writers.get(fp)
         if known is None:
             raise UnknownSchemaError(

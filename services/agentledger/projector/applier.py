@@ -174,33 +174,48 @@ def misplaced(
 
 
 def decode_records(
-    codec: EventCodec, records: Iterable[Record], partitions: int | None = None
+    codec: EventCodec,
+    records: Iterable[Record],
+    partitions: int | None = None,
+    *,
+    located: bool = True,
 ) -> Decoded:
     """Decode every record; what cannot be used (undecodable, not a run event, not where its
     run's events go with ``partitions`` per run topic, or one the fold cannot read) becomes a
-    dead letter, never an error."""
+    dead letter, never an error. ``located=False`` leaves ``where`` empty (a rebuild's partition
+    fold knows every record's partition and never asks)."""
     out = Decoded()
+    runs, letters, where = out.runs, out.letters, out.where
     homes: dict[bytes, int] = {}
+    decode = codec.decode
     for rec in records:
         try:
-            event = codec.decode(
-                rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset
-            )
+            event = decode(rec.value, topic=rec.topic, partition=rec.partition, offset=rec.offset)
         except DecodeError as e:
-            out.letters.append(dead_letter(rec, str(e)))
+            letters.append(dead_letter(rec, str(e)))
             continue
-        if isinstance(event, RecordSkipped):
-            continue  # an operator's note for readers of the run's log, nothing to fold
         if not isinstance(event, RunEvent):
+            if isinstance(event, RecordSkipped):
+                continue  # an operator's note for readers of the run's log, nothing to fold
             reason = f"{type(event).__name__} is not a run event and does not belong on {rec.topic}"
-            out.letters.append(dead_letter(rec, reason))
+            letters.append(dead_letter(rec, reason))
             continue
-        wrong = misplaced(rec, event, partitions, homes) or malformed(event)
+        run_id = event.run_id
+        # the key check of misplaced() inline: a rebuild decodes every record of the log here
+        if partitions is None and rec.key == run_key(run_id):
+            wrong = malformed(event)
+        else:
+            wrong = misplaced(rec, event, partitions, homes) or malformed(event)
         if wrong is not None:
-            out.letters.append(dead_letter(rec, wrong))
+            letters.append(dead_letter(rec, wrong))
             continue
-        out.runs.setdefault(event.run_id, []).append(event)
-        out.where[event.event_id] = rec
+        found = runs.get(run_id)
+        if found is None:
+            runs[run_id] = [event]
+        else:
+            found.append(event)
+        if located:
+            where[event.event_id] = rec
     return out
 
 

@@ -117,7 +117,7 @@ class PartitionFold:
         """Fold a chunk of records (each partition's in offset order)."""
         # decode_records would check each record's partition with a murmur2 of its key: the key
         # is the run id on every record of a run, so the check is done here with one per run
-        decoded = decode_records(self._codec, records)
+        decoded = decode_records(self._codec, records, located=self._number is None)
         self._counts.records += len(records)
         self._counts.dead_letters += len(decoded.letters)
         for run_id, found in decoded.runs.items():
