@@ -76,15 +76,43 @@ def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON val
         ]
         return "[" + ",".join(parts) + "]"
     if kind is dict:
-        items = sorted([(_digits(k) if type(k) is int else _key(k), v) for k, v in value.items()])
-        parts = [_quote(k) + ":" + (_quote(v) if type(v) is str else dumps(v)) for k, v in items]
+        items = sorted(
+            [
+                (k if type(k) is str else _digits(k) if type(k) is int else _key(k), v)
+                for k, v in value.items()
+            ]
+        )
+        # a run's dicts hold text, ints and None (budget, versions, digests): inline, no call
+        parts = [
+            _quote(k)
+            + ":"
+            + (
+                _quote(v)
+                if type(v) is str
+                else _digits(v)
+                if type(v) is int
+                else "null"
+                if v is None
+                else dumps(v)
+            )
+            for k, v in items
+        ]
         return "{" + ",".join(parts) + "}"
     names = PLAIN_MODELS.get(kind)
     if names is None:
         raise Unusual
     fields = value.__dict__
     parts = [
-        f'"{n}":' + (_digits(v) if type(v) is int else _quote(v) if type(v) is str else dumps(v))
+        f'"{n}":'
+        + (
+            _digits(v)
+            if type(v) is int
+            else _quote(v)
+            if type(v) is str
+            else "null"
+            if v is None
+            else dumps(v)
+        )
         for n in names
         for v in (fields[n],)
     ]
