@@ -16,18 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from agentledger.demo.plan import KILL_AT, Reference, kill_target, reference, run_ids, verify
+from agentledger.demo.plan import KILL_AT, Reference, kill_target, reference, run_ids
 from agentledger.demo.runner import (
     flush_redis,
-    performed_effects,
-    read_views,
     spawn_forked,
     worker_command,
 )
 from agentledger.providers.sandbox.process import SandboxProcess
 from agentledger.settings import CommonSettings
 from agentledger.worker import WorkerSettings
-from tests.chaos.kill_resume_support import sandbox
+from tests.chaos.kill_resume_support import assert_as_uninterrupted, sandbox
 
 pytestmark = pytest.mark.chaos
 
@@ -82,10 +80,4 @@ async def test_every_effect_exactly_once_after_sigkill_and_flushall(
     settings = WorkerSettings(**{**ledger_settings.model_dump(), "state_dir": tmp_path})
     ref, exits = await kill_then_resume(settings, sandbox, kill_at, tmp_path)
     assert exits == [-signal.SIGKILL] * len(SEEDS), "every worker must die at its kill point"
-    views = await read_views(settings, list(ref.runs))
-    report = verify(ref, views, await performed_effects(sandbox.url))
-    assert report.mismatches == []
-    assert (report.duplicates, report.lost, report.unexpected) == (0, 0, 0)
-    assert report.effects_performed == report.effects_expected
-    assert report.finished == len(ref.runs)
-    assert (report.tokens, report.usd) == (report.expected_tokens, report.expected_usd)
+    await assert_as_uninterrupted(settings, sandbox, ref)
