@@ -323,14 +323,7 @@ class EffectFlow(ABC, Generic[S]):
         cause = answer if isinstance(answer, ProviderError) else None
         if resolution.identity_mismatch:
             if effect.state == "intended":
-                writer.append(
-                    EffectReconciled,
-                    step=effect.step,
-                    effect=effect.effect,
-                    idempotency_key=key,
-                    finding="UNKNOWN",
-                    detail=self.services.payloads.text(f"{resolution.detail} (at {name})"),
-                )
+                self.append_unknown(writer, effect, f"{resolution.detail} (at {name})")
             raise await self.mismatch(
                 step=effect.step,
                 name=effect.effect,
@@ -372,6 +365,17 @@ class EffectFlow(ABC, Generic[S]):
             await writer.flush()
         found = resolution.finding == "LANDED"
         self.session.log.info("effect_resolved", key=key, effect=effect.effect, found=found)
+
+    def append_unknown(self, writer: EffectWriter, effect: EffectView, detail: str) -> None:
+        """Queue the UNKNOWN finding of a lookup about ``effect`` (``detail`` is redacted)."""
+        writer.append(
+            EffectReconciled,
+            step=effect.step,
+            effect=effect.effect,
+            idempotency_key=effect.idempotency_key,
+            finding="UNKNOWN",
+            detail=self.services.payloads.text(detail),
+        )
 
     async def unknown(
         self, *, step: int, name: str, key: str, why: str, record: bool

@@ -15,7 +15,6 @@ from agentledger._core.replay import check_effect
 from agentledger._core.session import RunSession
 from agentledger._core.spec import EffectResult
 from agentledger.errors import EffectUnknownError, ProviderError
-from agentledger.events.models import EffectReconciled
 from agentledger.providers.protocol import EffectRequest
 from agentledger.views import EffectView
 
@@ -64,19 +63,11 @@ class RunEffects(EffectFlow[RunSession]):
         self, writer: EffectWriter, effect: EffectView, provider: str, error: ProviderError
     ) -> EffectUnknownError:
         """Record the UNKNOWN finding, then pause the run for reconciliation."""
-        key = effect.idempotency_key
-        writer.append(
-            EffectReconciled,
-            step=effect.step,
-            effect=effect.effect,
-            idempotency_key=key,
-            finding="UNKNOWN",
-            detail=self.services.payloads.text(f"lookup at {provider} failed: {error}"),
-        )
+        self.append_unknown(writer, effect, f"lookup at {provider} failed: {error}")
         return await self.unknown(
             step=effect.step,
             name=effect.effect,
-            key=key,
+            key=effect.idempotency_key,
             why=f"lookup failed: {error}",
             record=False,
         )
