@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+from collections.abc import Callable, Mapping
 
 import pytest
 from hypothesis import given
@@ -89,3 +91,83 @@ def test_non_json_values_are_refused_with_their_path(value: object, path: str) -
     with pytest.raises(CanonicalJsonError) as caught:
         canonical_json(value)
     assert caught.value.path == path
+
+
+class _Text(str):
+    """A str subclass: plain JSON by isinstance, not by type."""
+
+
+def _reference_check(value: object, path: str, depth: int) -> None:
+    """hashing._check as it was before the exact-type shortcut (session 10), copied here so the
+    old code stays to compare with: the checking walk with paths."""
+    if depth > 64:
+        raise CanonicalJsonError("nested deeper than 64 levels", path=path)
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CanonicalJsonError(f"{value!r} has no JSON form", path=path)
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CanonicalJsonError(f"key {key!r} is not a string", path=path)
+            _reference_check(item, f"{path}.{key}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            _reference_check(item, f"{path}[{index}]", depth + 1)
+        return
+    raise CanonicalJsonError(f"{type(value).__name__} is not a JSON type", path=path)
+
+
+def _reference_canonical_json(value: object) -> bytes:
+    """canonical_json before the shortcut: the old walk, then the same json.dumps call."""
+    _reference_check(value, "$", 0)
+    text = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return text.encode("utf-8")
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+odd_values = st.recursive(
+    scalars | st.builds(_Text, st.text(max_size=3)) | st.just(math.nan) | st.just(math.inf),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=4)
+        | st.dictionaries(
+            st.integers(0, 3) | st.builds(_Text, st.text(max_size=2)), inner, max_size=3
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _outcome(encode: Callable[[object], bytes], value: object) -> bytes | str:
+    try:
+        return encode(value)
+    except CanonicalJsonError as e:
+        return f"error: {e}"
+
+
+@given(st.one_of(json_values, odd_values))
+def test_canonical_json_matches_the_checking_walk(value: object) -> None:
+    """The exact-type shortcut gives the bytes (and the errors, with their paths) the checking
+    walk gave before it, for plain values, str subclasses, tuples, int keys, NaN and infinity."""
+    assert _outcome(canonical_json, value) == _outcome(_reference_canonical_json, value)
+
+
+@pytest.mark.parametrize("depth", [62, 63, 64, 65, 66])
+@pytest.mark.parametrize("leaf", ["x", 1, None, True, 1.5, [], {}])
+def test_canonical_json_depth_limit_is_unchanged(depth: int, leaf: object) -> None:
+    """Values nested around the 64-level limit are accepted or refused as before the shortcut."""
+    value = _nested(depth, leaf)
+    assert _outcome(canonical_json, value) == _outcome(_reference_canonical_json, value)
