@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from agentledger.stack.procs import (
     read_stat,
     spawn_detached,
     terminate,
+    wait_gone,
 )
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
@@ -87,3 +91,41 @@ async def test_terminate_kills_a_process_ignoring_sigterm(tmp_path: Path) -> Non
     pid, start = spawn_detached(["bash", str(script)], tmp_path / "out.log")
     assert await terminate(pid, start, [str(script)], grace=0.5)
     assert not is_alive(pid, start)
+
+
+# The first thread ends on its own (pthread_exit) while a second one keeps the process going,
+# as a SIGKILLed JVM's leader thread is a zombie while its other threads are still exiting.
+LEADER_GONE_FIRST = [
+    sys.executable,
+    "-c",
+    "import ctypes, threading, time\n"
+    "threading.Thread(target=time.sleep, args=(300,)).start()\n"
+    "ctypes.CDLL(None).pthread_exit(None)\n",
+]
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return parse_stat(f.read()).state
+
+
+async def test_a_process_whose_first_thread_is_a_zombie_is_alive_until_its_last_ends(
+    tmp_path: Path,
+) -> None:
+    """Its descriptors (a broker's listening ports) are held until the last thread ends, so it
+    is not gone while a thread runs; it is once the last one has ended."""
+    marker = str(tmp_path / "marker")
+    pid, start = spawn_detached([*LEADER_GONE_FIRST, marker], tmp_path / "out.log")
+    try:
+        for _ in range(200):  # until the first thread has exited (it shows Z)
+            if _state(pid) == "Z":
+                break
+            await asyncio.sleep(0.05)
+        assert _state(pid) == "Z"
+        assert is_alive(pid, start)
+        os.kill(pid, signal.SIGKILL)
+        assert await wait_gone(pid, start, 10.0)
+        assert not is_alive(pid, start)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -56,7 +56,19 @@ def read_stat(pid: int) -> ProcStat | None:
         stat = parse_stat((_PROC / str(pid) / "stat").read_text())
     except (OSError, ValueError, IndexError):
         return None
-    return None if stat.state in {"Z", "X"} else stat
+    if stat.state in {"Z", "X"} and not _threads_left(pid):
+        return None
+    return stat
+
+
+def _threads_left(pid: int) -> bool:
+    """Whether threads of the process still run although its first thread is a zombie: after
+    SIGKILL a JVM's leader thread shows ``Z`` while its other threads are still exiting, and
+    until the last one has, the process holds its descriptors (its listening ports)."""
+    try:
+        return len(os.listdir(_PROC / str(pid) / "task")) > 1
+    except OSError:
+        return False
 
 
 def is_ours(pid: int, start_ticks: int, markers: Sequence[str]) -> bool:
