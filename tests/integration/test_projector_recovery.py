@@ -125,7 +125,7 @@ async def test_sigkill_mid_batch_then_restart_applies_every_event_exactly_once(
     async with isolated_projector(
         stack.kafka_bootstrap, stack.redis_url, projector_batch_max=300
     ) as settings:
-        runs = runs_of("k", 400)
+        runs = runs_of("k", 2000)  # a backlog the first projector cannot finish before a poll
         total = sum(len(e) for e in runs.values())
         await publish(settings, runs)
         assert settings.redis_url is not None
