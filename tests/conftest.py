@@ -74,6 +74,17 @@ class StackUnderTest:
             )
         return self.local
 
+    def require_local_redis(self) -> LocalStack:
+        """The local stack, for a test that SIGKILLs and restarts Redis: it can do that only for
+        the Redis the test stack started, so it skips when AGENTLEDGER_REDIS_URL names another."""
+        local = self.require_local()
+        if "redis" not in local.components:
+            pytest.skip(
+                "this test SIGKILLs and restarts the Redis process, which it can do only for the "
+                "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
+            )
+        return local
+
 
 class IsolatedSettings(ArgumentsOnly, CommonSettings):
     """CommonSettings built only from explicit values: the environment cannot leak into tests."""

@@ -107,12 +107,7 @@ async def kill_then_start_broker(stack: StackUnderTest) -> None:
 
 async def kill_then_start_redis(stack: StackUnderTest) -> None:
     """SIGKILL Redis, then start it on the same port and data (its AOF)."""
-    local = stack.require_local()
-    if "redis" not in local.components:
-        pytest.skip(
-            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
-            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
-        )
+    local = stack.require_local_redis()
     assert await local.kill_redis()
     await asyncio.sleep(1.0)  # down for a while, not just a reconnect
     await local.up(["redis"])
@@ -201,12 +196,7 @@ async def test_redis_restarting_empty_is_a_wipe_and_runs_resume(
     """Redis SIGKILLed and started without its data loses the leases: runs in flight stop on a
     stale fence (none goes on unfenced), and a new worker resumes every one from the log's fence
     floor, each logical effect performed exactly once."""
-    local = stack.require_local()
-    if "redis" not in local.components:
-        pytest.skip(
-            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
-            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
-        )
+    local = stack.require_local_redis()
     settings = WorkerSettings(**{**ledger_settings.model_dump(), "state_dir": tmp_path})
     ids = run_ids(f"empty-{uuid.uuid4().hex[:6]}", RUNS)
     ref = await reference(ids, 1)

@@ -122,12 +122,7 @@ async def test_redis_gone_past_the_budget_stops_the_projector_in_one_line(
     """Redis SIGKILLed for longer than the budget makes the projector say it is not healthy,
     then exit 2 with one line naming Redis and the wait (no traceback); after Redis is back a
     new projector folds every event, those published during the outage included."""
-    local = stack.require_local()
-    if "redis" not in local.components:
-        pytest.skip(
-            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
-            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
-        )
+    local = stack.require_local_redis()
     during = sample_runs("d")
     async with projected(stack) as p:
         try:

@@ -58,12 +58,7 @@ async def test_redis_gone_past_the_budget_stops_the_reconciler_in_one_line(
     """Redis SIGKILLed for longer than the budget makes ``agentledger reconciler`` exit 2 with
     one line naming Redis and the wait (no traceback); after Redis is back the next reconciler
     lands the intent a dead worker left open, and the resumed run does not perform it again."""
-    local = stack.require_local()
-    if "redis" not in local.components:
-        pytest.skip(
-            "this test SIGKILLs and restarts the Redis process, which it can do only for the "
-            "Redis the test stack started; AGENTLEDGER_REDIS_URL points at an external one"
-        )
+    local = stack.require_local_redis()
     key = await env.dying_worker("run-outage", perform=True)
     port = free_port()
     log = tmp_path / "reconciler.log"
