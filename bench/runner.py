@@ -27,6 +27,7 @@ from bench.postgres import LocalPostgres
 from bench.report import render
 from bench.servers import BenchServerError, FsyncRedis
 from bench.services import measure_services
+from bench.warmup import warm_broker
 from bench.workload import Params
 
 MEASURE_TIMEOUT_S = 1500.0  # one peer's whole measurement (the full run's 10,000 steps)
@@ -103,6 +104,10 @@ async def run_bench(
         _say("bench: starting servers (local stack, PostgreSQL, fsync Redis)")
         env, problems = await _servers(stack, settings, work)
         machine = describe_machine(env)  # the commit the run starts from, not where it ends
+        warmup = None
+        if env.kafka_bootstrap is not None:
+            _say("bench: warming the broker (transactions until their p50 stops falling) …")
+            warmup = await warm_broker(env)
         for name in peers:
             t0 = time.perf_counter()
             _say(f"bench: measuring {name} …")
@@ -121,6 +126,7 @@ async def run_bench(
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": time.time() - started,
             "server_problems": problems,
+            "broker_warmup": None if warmup is None else asdict(warmup),
             # Other processes on the machine skew every figure: say how busy it was.
             "load_avg_1_5_15_at_start": [round(x, 2) for x in load_at_start],
             "load_avg_1_5_15_at_end": [round(x, 2) for x in os.getloadavg()],
@@ -130,7 +136,7 @@ async def run_bench(
         "service_notes": service_notes,
         "services_raw": service_raw,
     }
-    notes = [*problems, *service_notes]
+    notes = [*problems, *([] if warmup is None else [warmup.note()]), *service_notes]
     if quick:
         notes.append(
             "quick mode: bytes stop at 1,000 steps (10,000 in the full run); fewer, shorter repeats"
