@@ -1,11 +1,15 @@
-"""``python -m bench.profile [--steps N] [--cprofile] [--concurrent RUNS]``: where a step, an open
-and a resume of the agentledger SDK spend their time, on the local stack (a diagnostic, not a
-figure of the bench).
+"""``python -m bench.profile [--steps N] [--cprofile] [--resumes N] [--against TREE]
+[--concurrent RUNS]``: where a step, an open and a resume of the agentledger SDK spend their
+time, on the local stack (a diagnostic, not a figure of the bench).
 
 Each port call the worker makes while opening is wrapped in a timer: connections (the producer's
 start, InitProducerId), end offsets, the projector's view, the log's tail, the lease, and the
 commit that carries RunResumed. The resume is done by a fresh process (``resume`` mode), as the
-bench's resume figure is; ``--cprofile`` prints the hottest functions of the step loop.
+bench's resume figure is; ``--cprofile`` gives the hottest functions of the step loop and of
+each resume process (open to ready). ``--resumes N`` resumes the crashed run N times, each by a
+fresh process with the projector running; ``--against TREE`` alternates them with resumes by
+the code of another checkout (``git worktree add``), back to back, with the load average of
+each, and gives each tree's median.
 ``--concurrent RUNS`` measures instead the bench's concurrency figure (RUNS runs of ``--steps``
 steps started together, opens and finishes included): process CPU per step and, with
 ``--cprofile``, its hottest functions.
@@ -19,12 +23,14 @@ import contextlib
 import cProfile
 import io
 import json
+import os
 import pstats
 import sys
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from agentledger.bus.kafka import KafkaEventLog
@@ -106,8 +112,11 @@ async def _env() -> Env:
     )
 
 
-async def _measure(steps: int, use_cprofile: bool) -> dict[str, Any]:
+async def _measure(
+    steps: int, use_cprofile: bool, resumes: int = 1, against: list[str] | None = None
+) -> dict[str, Any]:
     env = await _env()
+    against = against or []
     timers = Timers()
     timers.install()
     report: dict[str, Any] = {}
@@ -147,20 +156,57 @@ async def _measure(steps: int, use_cprofile: bool) -> dict[str, Any]:
             await _crash_run(peer, crashed, steps)
         finally:
             await peer.stop()
-        await asyncio.sleep(1.0)  # let the projector catch up, as a real restart would
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bench.profile",
-            "--resume",
-            crashed,
-            "--steps",
-            str(steps),
-            stdout=asyncio.subprocess.PIPE,
-        )
-        stdout, _ = await proc.communicate()
-        report["resume_fresh_process"] = json.loads(stdout.decode().strip().splitlines()[-1])
+        resumed: list[dict[str, Any]] = []
+        trees = [None, *against]
+        for i in range(resumes * len(trees)):
+            await asyncio.sleep(1.0)  # let the projector catch up, as a real restart would
+            tree = trees[i % len(trees)]
+            resumed.append(await _resume_process(crashed, steps, use_cprofile, tree))
+        report.update(_resume_report(resumed, against))
     return report
+
+
+async def _resume_process(
+    run_id: str, steps: int, use_cprofile: bool, tree: str | None
+) -> dict[str, Any]:
+    """One resume of ``run_id`` by a fresh process, of this tree's code or of ``tree``'s."""
+    env = None
+    if tree is not None:
+        env = {**os.environ, "PYTHONPATH": f"{tree}/services:{tree}"}
+    load = os.getloadavg()[0]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.profile",
+        "--resume",
+        run_id,
+        "--steps",
+        str(steps),
+        *(["--cprofile"] if use_cprofile else []),
+        stdout=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tree,
+    )
+    stdout, _ = await proc.communicate()
+    out: dict[str, Any] = json.loads(stdout.decode().strip().splitlines()[-1])
+    out["tree"] = tree or "."
+    out["load1"] = round(load, 2)
+    return out
+
+
+def _resume_report(resumed: list[dict[str, Any]], against: list[str]) -> dict[str, Any]:
+    """Each resume as measured, and the median total and CPU of each tree's resumes."""
+    if len(resumed) == 1:
+        return {"resume_fresh_process": resumed[0]}
+    medians: dict[str, Any] = {}
+    for tree in [".", *against]:
+        mine = [r for r in resumed if r["tree"] == tree]
+        medians[tree] = {
+            "total_ms_p50": round(percentile([r["breakdown"]["total"]["ms"] for r in mine], 50), 2),
+            "cpu_ms_p50": round(percentile([r["cpu_ms"] for r in mine], 50), 2),
+            "resumes": len(mine),
+        }
+    return {"resumes_fresh_process": resumed, "resume_p50_by_tree": medians}
 
 
 async def _concurrent(runs: int, steps: int, repeats: int, use_cprofile: bool) -> dict[str, Any]:
@@ -214,13 +260,16 @@ class _Stop(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Ends the crashed run between steps."""
 
 
-async def _resume(run_id: str, steps: int) -> dict[str, Any]:
+async def _resume(run_id: str, steps: int, use_cprofile: bool) -> dict[str, Any]:
     env = await _env()
     timers = Timers()
     timers.install()
     ready: list[float] = []
     cpu_ms: list[float] = []
+    profiler = cProfile.Profile() if use_cprofile else None
     with timers.record():
+        if profiler is not None:
+            profiler.enable()
         start = time.perf_counter()
         cpu = time.process_time()
         peer = LedgerSdkPeer(env, "profile", fresh=False)
@@ -229,17 +278,25 @@ async def _resume(run_id: str, steps: int) -> dict[str, Any]:
         async def probe(done: int) -> None:
             ready.append(time.perf_counter() - start)
             cpu_ms.append((time.process_time() - cpu) * 1000)
+            if profiler is not None:
+                profiler.disable()
             # what the run writes after it is ready (a queued RunResumed committed as the
             # handle closes) is not part of the resume
             timers.recording = False
 
         await peer.resume(run_id, steps, probe)
     await peer.stop()
-    return {
+    out: dict[str, Any] = {
         "detail": peer.resume_detail,
         "cpu_ms": round(cpu_ms[0], 2),
         "breakdown": timers.breakdown(ready[0]),
     }
+    if profiler is not None:  # open -> ready only (the profiler slows it: the times above too)
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats(order).print_stats(30)
+            out[f"cprofile_{order}"] = text.getvalue().splitlines()[:60]
+    return out
 
 
 def main() -> None:
@@ -249,8 +306,17 @@ def main() -> None:
     p.add_argument("--cprofile", action="store_true")
     p.add_argument("--concurrent", type=int, default=0, metavar="RUNS")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--resumes", type=int, default=1, help="fresh-process resumes (of each tree)")
+    p.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="TREE",
+        help="alternate the resumes with ones by TREE's code (a checkout), back to back",
+    )
     p.add_argument("--resume", help=argparse.SUPPRESS)
     a = p.parse_args()
+    trees = [str(Path(t).resolve()) for t in a.against]
     configure_logging("WARNING")
     if a.concurrent:
         report = asyncio.run(_concurrent(a.concurrent, a.steps, a.repeats, a.cprofile))
@@ -259,9 +325,9 @@ def main() -> None:
         print(json.dumps(report, indent=1))
         return
     if a.resume:
-        print(json.dumps(asyncio.run(_resume(a.resume, a.steps))))
+        print(json.dumps(asyncio.run(_resume(a.resume, a.steps, a.cprofile))))
         return
-    print(json.dumps(asyncio.run(_measure(a.steps, a.cprofile)), indent=1))
+    print(json.dumps(asyncio.run(_measure(a.steps, a.cprofile, a.resumes, trees)), indent=1))
 
 
 if __name__ == "__main__":
