@@ -14,6 +14,8 @@ import pytest
 from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
+from agentledger.views.layout import _decode_place as decode_place
+from agentledger.views.layout import _decode_places as decode_places
 from agentledger.views.layout import decode_run, encode_effect
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
 from agentledger.views.packing import HEXPACKED, unpack
@@ -172,3 +174,37 @@ def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_
     assert place == EffectPlace.model_validate_json(unpack(stored))
     assert decoded.effects.undecoded() == 1
     assert decoded.effects[key] == effect
+
+
+def test_the_places_of_many_effects_read_in_one_pass_are_those_read_one_by_one() -> None:
+    """A resume reads every effect's place in one pass (hex-packed, plain JSON and text values
+    mixed): each place is the one read alone, key from the hash included, and one corrupt value
+    makes the pass read each alone, which raises for it."""
+    run = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(4))
+
+    def effect(step: int, state: str, body: str, digest: str = run[:64]) -> EffectView:
+        return EffectView(
+            idempotency_key=f"al1-pay-s{step}-o1-{digest[step : step + 32]}", step=step,
+            ordinal=1, effect="pay", provider="p", kind="k", identity_hash=f"hmac-sha256:{digest}",
+            payload_hash="h", request_json=json.dumps({"memo": body}), state=state,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    effects = [
+        effect(0, "intended", run),
+        effect(1, "succeeded", "short", "beef"),
+        effect(2, "unknown", '"state":"landed" \\' + run[64:160]),
+        effect(3, "landed", "x"),
+    ]
+    stored: dict[str, bytes | str] = {e.idempotency_key: encode_effect(e) for e in effects}
+    assert stored[effects[0].idempotency_key][:2] == HEXPACKED
+    assert not bytes(stored[effects[1].idempotency_key]).startswith(HEXPACKED)
+    stored[effects[3].idempotency_key] = unpack(stored[effects[3].idempotency_key])  # text
+    one_by_one = [decode_place(k, v) for k, v in stored.items()]
+    assert decode_places(list(stored.items())) == one_by_one
+    assert one_by_one == [
+        EffectPlace(idempotency_key=e.idempotency_key, step=e.step, ordinal=1, state=e.state)
+        for e in effects
+    ]
+    stored[effects[2].idempotency_key] = HEXPACKED + b"not deflate"
+    with pytest.raises(ValueError, match="corrupt"):
+        decode_places(list(stored.items()))

@@ -18,9 +18,11 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from agentledger.views import plain_json
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
-from agentledger.views.packing import pack, unpack, without_hex
+from agentledger.views.packing import many_without_hex, pack, placed_text, unpack, without_hex
 from agentledger.views.records import Records
 
 PARKED_FIELD = "_parked"
@@ -36,6 +38,7 @@ _digits = int.__repr__
 _STEP_VALIDATOR = StepView.__pydantic_validator__
 _EFFECT_VALIDATOR = EffectView.__pydantic_validator__
 _PLACE_VALIDATOR = EffectPlace.__pydantic_validator__
+_PLACES_VALIDATOR = TypeAdapter(list[EffectPlace])
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
 Token = tuple[int, int] | None
@@ -193,7 +196,7 @@ def decode_run(
         view.__pydantic_fields_set__.add("steps")
     if effects:
         fields["effects"] = Records.stored(
-            {_text(k): v for k, v in effects.items()}, _decode_effect, _decode_place
+            {_text(k): v for k, v in effects.items()}, _decode_effect, _decode_places
         )
         view.__pydantic_fields_set__.add("effects")
     return view
@@ -207,6 +210,27 @@ def _decode_step(data: bytes | str) -> StepView:
 def _decode_effect(data: bytes | str) -> EffectView:
     effect: EffectView = _EFFECT_VALIDATOR.validate_json(unpack(data))
     return effect
+
+
+def _decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
+    """The places of many stored effects, as :func:`_decode_place` reads each, in one regex
+    pass and one validation (a value that is not hex-packed goes in as its JSON, which holds no
+    ``\x01``); if any does not read that way, each is read by :func:`_decode_place`, which
+    raises for a corrupt one."""
+    texts: list[bytes] = []
+    packed: list[bool] = []
+    try:
+        for _, data in stored:
+            text = placed_text(data) if isinstance(data, bytes) else None
+            packed.append(text is not None)
+            texts.append(unpack(data).encode() if text is None else text)
+        places: list[EffectPlace] = _PLACES_VALIDATOR.validate_json(many_without_hex(texts))
+    except ValueError:
+        return [_decode_place(key, data) for key, data in stored]
+    for place, (key, _), hexed in zip(places, stored, packed, strict=True):
+        if hexed:  # the key from the hash, as _decode_place sets it (its text lost its hex)
+            place.__dict__["idempotency_key"] = key
+    return list(places)
 
 
 def _decode_place(key: str, data: bytes | str) -> EffectPlace:

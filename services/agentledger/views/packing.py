@@ -152,6 +152,19 @@ def without_hex(value: bytes) -> bytes | None:
     """The JSON of a :data:`HEXPACKED` value with every hex run left out (the strings that held
     one are shorter), or None for a value in another form: what reads only a value's fields
     that are no hex (an effect's place and state) skips restoring the runs."""
+    text = placed_text(value)
+    return None if text is None else _PLACED_RUN.sub(b"", text)
+
+
+def many_without_hex(texts: list[bytes]) -> bytes:
+    """``b"[" + b",".join(texts) + b"]"`` with every hex run left out, where each text is a
+    :func:`placed_text` (one regex pass for them all: a placeholder never ends a JSON text)."""
+    return _PLACED_RUN.sub(b"", b"[" + b",".join(texts) + b"]")
+
+
+def placed_text(value: bytes) -> bytes | None:
+    """The JSON of a :data:`HEXPACKED` value with its hex runs still as placeholders, or None
+    for a value in another form."""
     if not value.startswith(HEXPACKED):
         return None
     unpacker = zlib.decompressobj(-15, zdict=DICTIONARY)
@@ -163,7 +176,7 @@ def without_hex(value: bytes) -> bytes | None:
     if not unpacker.eof:
         msg = "a hex-packed view value ends inside its text"
         raise ValueError(msg)
-    return _PLACED_RUN.sub(b"", text)
+    return text
 
 
 def unpack(value: bytes | str) -> str:

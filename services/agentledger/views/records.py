@@ -40,18 +40,18 @@ class Records(MutableMapping[K, V]):
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
         self._items: dict[K, Any] = dict(items) if items is not None else {}
         self._decode: Callable[[bytes | str], V] | None = None
-        self._brief: Callable[[Any, bytes | str], object] | None = None
+        self._brief: Callable[[list[tuple[Any, bytes | str]]], list[object]] | None = None
 
     @classmethod
     def stored(
         cls,
         values: Mapping[K, bytes | str],
         decode: Callable[[bytes | str], V],
-        brief: Callable[[K, bytes | str], object] | None = None,
+        brief: Callable[[list[tuple[K, bytes | str]]], list[object]] | None = None,
     ) -> Records[K, V]:
         """Records of stored values, each decoded by ``decode`` the first time it is read;
-        ``brief(key, value)`` decodes the few fields :meth:`briefs` gives of a value still
-        stored."""
+        ``brief([(key, value), ...])`` decodes, in one call for every value still stored, the
+        few fields :meth:`briefs` gives of each (a list in the same order)."""
         records: Records[K, V] = cls()
         records._items = {k: _Stored(v) for k, v in values.items()}
         records._decode = decode
@@ -62,14 +62,20 @@ class Records(MutableMapping[K, V]):
         """Each key with its value, or with its value's brief while it is still stored (a
         model of the few fields ``brief`` reads: cheaper than the whole value)."""
         brief = self._brief
+        if brief is not None:
+            unread = [
+                (k, v) for k, v in self._items.items() if type(v) is _Stored and v.brief is None
+            ]
+            if unread:
+                found = brief([(k, v.data) for k, v in unread])
+                for (_, stored), one in zip(unread, found, strict=True):
+                    stored.brief = one
         for key, value in self._items.items():
             if type(value) is not _Stored:
                 yield key, value
             elif brief is None:
                 yield key, self[key]
             else:
-                if value.brief is None:
-                    value.brief = brief(key, value.data)
                 yield key, value.brief
 
     def __getitem__(self, key: K) -> V:
