@@ -157,7 +157,7 @@ async def _rebuild(args: argparse.Namespace) -> int:
             reader,
             topic_names(settings).run_topics,
             partitions=settings.run_partitions,
-            chunk=settings.projector_chunk,
+            chunk=settings.rebuild_chunk,
             on_progress=_tell_progress,
             parked_max=settings.projector_parked_max,
             replayer=replayer_for(settings),
@@ -193,7 +193,7 @@ async def _verify(args: argparse.Namespace) -> int:
             reader,
             topic_names(settings).run_topics,
             partitions=settings.run_partitions,
-            chunk=settings.projector_chunk,
+            chunk=settings.rebuild_chunk,
             parked_max=settings.projector_parked_max,
             replayer=replayer_for(settings),
         )

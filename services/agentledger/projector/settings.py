@@ -80,7 +80,15 @@ class ProjectorSettings(CommonSettings):
         ),
     )
     projector_chunk: int = Field(
-        default=5_000, ge=1, description="records per fold when reading ranges (catch-up, rebuild)"
+        default=5_000, ge=1, description="records per fold when reading ranges (catch-up)"
+    )
+    rebuild_chunk: int = Field(
+        default=50_000,
+        ge=1,
+        description=(
+            "records per fold of a rebuild (views rebuild/verify): a run's events on the three "
+            "run topics meet in fewer chunks, so fewer wait for a gap and are folded again"
+        ),
     )
     projector_session_timeout_ms: int = Field(
         default=10_000,

@@ -129,7 +129,7 @@ class ProcessReplayer(Replayer):
                 "ranges": [[t, p, a, b] for (t, p), (a, b) in sorted(share.items())],
                 "partitions": partitions,
                 "parked_max": parked_max,
-                "chunk": self._settings.projector_chunk,
+                "chunk": self._settings.rebuild_chunk,
             }
             for share in parts
         ]
