@@ -2,15 +2,16 @@
 
 A rebuild is CPU-bound (decode, fold, encode) and the runs of one partition number never touch
 another's, so :class:`ProcessReplayer` splits the partition numbers into shares, folds the first
-share itself and starts one child process per other share (``python -m
-agentledger.projector.workers``), each with its own Kafka consumer and Redis connection, folding
-its share as :func:`.bulk.fold_ranges` does into the same fresh namespace (the parent has
-imported everything already: a child spends about 1 s of CPU importing before its first
-record). The parent sums its own and the children's progress for the operator and returns once
-every share is folded; the caller then records the namespace's progress and flips the pointer.
-If any share fails, the others are stopped and the error is raised as a RebuildWorkerError: the
-namespace is never swapped in. A child exits when its stdin closes, so a parent that dies takes
-its children with it.
+share itself and forks one child process per other share, each with its own event loop, Kafka
+consumer and Redis connection, folding its share as :func:`.bulk.fold_ranges` does into the same
+fresh namespace. A forked child has everything imported already (a child started as ``python -m
+agentledger.projector.workers``, where the OS cannot fork, spends about 1 s of CPU importing
+before its first record); it leaves what it inherited alone (DESIGN.md §10, session 11). The
+parent sums its own and the children's progress for the operator and returns once every share is
+folded; the caller then records the namespace's progress and flips the pointer. If any share
+fails, the others are stopped and the error is raised as a RebuildWorkerError: the namespace is
+never swapped in. A child exits when its lifeline (its stdin, when started by exec) closes, so a
+parent that dies takes its children with it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from agentledger.errors import ConfigurationError, RebuildWorkerError
 from agentledger.events.codec import EventCodec
 from agentledger.logdefaults import configure_logging
 from agentledger.projector.bulk import BulkCounts, Progress, Replayer, Teller, fold_ranges
+from agentledger.projector.forking import fork_child
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.settings import environment_of
@@ -99,6 +101,9 @@ class ProcessReplayer(Replayer):
         self._settings = settings
         self._workers = workers
         self.min_records = min_records
+        #: fork the children from this process (everything imported) where the OS can; else
+        #: start ``python -m agentledger.projector.workers``, which imports for about 1 s
+        self.fork = hasattr(os, "fork")
 
     async def replay(
         self,
@@ -138,7 +143,15 @@ class ProcessReplayer(Replayer):
             async with asyncio.TaskGroup() as tg:
                 tasks = [tg.create_task(self._fold_here(specs[0], functools.partial(heard, 0)))]
                 tasks += [
-                    tg.create_task(_run_child(env, spec, functools.partial(heard, i)))
+                    tg.create_task(
+                        fork_child(
+                            functools.partial(_fold_share, self._settings, spec),
+                            functools.partial(heard, i),
+                            f"rebuild worker of partitions {_numbers(spec)}",
+                        )
+                        if self.fork
+                        else _run_child(env, spec, functools.partial(heard, i))
+                    )
                     for i, spec in enumerate(specs)
                     if i > 0
                 ]
