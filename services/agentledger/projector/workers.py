@@ -52,8 +52,9 @@ _ORPHANED = 3
 
 
 #: Records below which a rebuild with AGENTLEDGER_REBUILD_WORKERS=0 (one per core) folds in its
-#: own process: each child first spends about 1 s of CPU importing, which two children folding
-#: at ~90 µs a record in parallel win back only past ~22,000 records.
+#: own process: a child started by exec first spends about 1 s of CPU importing, which two
+#: children folding at ~90 µs a record in parallel win back only past ~22,000 records (measured
+#: before children were forked; a forked child skips the imports, not yet measured again).
 AUTO_MIN_RECORDS = 30_000
 
 
