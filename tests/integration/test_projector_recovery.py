@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import tempfile
 import uuid
@@ -93,6 +94,19 @@ async def wrong_views(store: RedisViewStore, runs: dict[str, list[RunEvent]]) ->
     return [r for r in ids if found.get(r) != expected_view(runs[r])]
 
 
+async def applied_events(store: RedisViewStore, runs: dict[str, list[RunEvent]]) -> int:
+    """Events the live views hold: each run's applied seq (its seqs are gapless from 1)."""
+    namespace = await store.live_namespace()
+    if namespace is None:
+        return 0
+    ids = sorted(runs)
+    applied = 0
+    for i in range(0, len(ids), 200):
+        stored = await store.load_runs(namespace, ids[i : i + 200])
+        applied += sum(s.view.applied_seq for s in stored.values())
+    return applied
+
+
 async def cli(settings: ProjectorSettings, *args: str) -> tuple[int, str]:
     """Run ``agentledger <args>`` as a child process with ``settings``; return (code, stdout)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
@@ -125,19 +139,22 @@ async def test_sigkill_mid_batch_then_restart_applies_every_event_exactly_once(
     async with isolated_projector(
         stack.kafka_bootstrap, stack.redis_url, projector_batch_max=300
     ) as settings:
-        runs = runs_of("k", 2000)  # a backlog the first projector cannot finish before a poll
+        runs = runs_of("k", 2000)  # a backlog of many more batches than the first one applies
         total = sum(len(e) for e in runs.values())
         await publish(settings, runs)
         assert settings.redis_url is not None
         async with RedisViewStore.from_url(
             settings.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
         ) as store:
-            first = ProjectorProcess(settings, name="killed")
-            await first.start()
-            await first.wait_ready()
-            seen = await until(first.metrics, lambda m: int(m["events_applied"]) > 0, timeout_s=60)
-            first.kill()
-            await first.stop()
+            # armed: it SIGKILLs itself once its second batch is in Redis, before its positions
+            # (so the group's offsets) move past it (DESIGN.md §16). A batch holds about one of
+            # the 4 partition numbers (whole numbers, ~300 records cap), a catch-up chunk 300
+            # records: two never hold the whole backlog, and the first holds a run's start
+            kill = {"projector_kill_point": "batch_committed", "projector_kill_hit": 2}
+            armed = settings.model_copy(update={**kill, "projector_chunk": 300})
+            async with ProjectorProcess(armed, name="killed") as first:
+                assert await first.wait(timeout_s=120) == -signal.SIGKILL
+            seen = {"events_applied": await applied_events(store, runs)}
             assert 0 < seen["events_applied"] < total
             async with ProjectorProcess(settings, name="successor") as second:
                 await second.wait_ready()

@@ -15,7 +15,7 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -33,6 +33,7 @@ from agentledger.projector.findings import (
     stale_fence_alert,
 )
 from agentledger.projector.holding import HELD_MAX, HeldEvents
+from agentledger.projector.killpoints import ProjectorKillSwitch
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.parking import (
     DEFAULT_PARKED_MAX,
@@ -302,8 +303,10 @@ class Applier:
         slice_records: int = SLICE_RECORDS,
         hold_s: float = 0.0,
         held_max: int = HELD_MAX,
+        kill: ProjectorKillSwitch | None = None,
     ) -> None:
         self._store = store
+        self._kill = kill or ProjectorKillSwitch()
         # events a run cannot apply yet, held in memory instead of parked in the store while
         # their gap is likely to fill from the next fetch (DESIGN.md §16)
         self._held = HeldEvents(hold_s, capacity=held_max)
@@ -411,7 +414,7 @@ class Applier:
                 send = self._store.plan_commit(
                     namespace, writes, updates, part.progress, part.floors
                 )
-                flights.append((asyncio.ensure_future(send()), folds, part))
+                flights.append((asyncio.ensure_future(self._committed(send)), folds, part))
                 if len(slices) > 1:
                     await asyncio.sleep(0)  # the commit goes out before the next slice is folded
         finally:
@@ -428,6 +431,12 @@ class Applier:
                     namespace, batch, part, outcome.unwritten, complete=complete, hold=hold, now=now
                 )
         return written
+
+    async def _committed(self, send: Callable[[], Awaitable[WriteOutcome]]) -> WriteOutcome:
+        """Send one slice's commit; its reply is the ``slice_committed`` kill point."""
+        outcome = await send()
+        self._kill.reached("slice_committed")
+        return outcome
 
     async def _refold(
         self,
@@ -457,6 +466,7 @@ class Applier:
             outcome = await self._store.commit(
                 namespace, writes, updates, part.progress, part.floors
             )
+            self._kill.reached("slice_committed")
             self._settle_outcome(folds, outcome)
             pending = {r: pending[r] for r in outcome.unwritten if r in pending}
             if not outcome.unwritten:

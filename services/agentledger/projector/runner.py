@@ -24,6 +24,7 @@ from agentledger.errors import ViewsWipedError
 from agentledger.events.models import Alert, now_ms
 from agentledger.projector.applier import Applier
 from agentledger.projector.findings import gap_alert, wiped_alert
+from agentledger.projector.killpoints import ProjectorKillSwitch
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.parking import needs_reread
 from agentledger.projector.ports import LogReader, Record
@@ -54,8 +55,10 @@ class Projector:
         group: str | None = None,
         retention_ms: int | None = None,
         pointer_ttl_s: float = 0.5,
+        kill: ProjectorKillSwitch | None = None,
     ) -> None:
         self._store = store
+        self._kill = kill or ProjectorKillSwitch()
         self._reader = reader
         self._publisher = publisher
         self._applier = applier
@@ -345,6 +348,8 @@ class Projector:
                 if tp[1] in held and tp not in ends:
                     ends[tp] = pos
         written = await self._applier.apply(namespace, records, ends, self._floors(ends), hold=hold)
+        # Redis holds the batch; positions (so the group's offsets) do not yet (DESIGN.md §16)
+        self._kill.reached("batch_committed")
         self._metrics.records += len(records)
         now = time.monotonic()
         for tp, end in ends.items():

@@ -28,6 +28,7 @@ from agentledger.events.topics import topic_names
 from agentledger.projector.applier import Applier
 from agentledger.projector.findings import stalled_alert
 from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.killpoints import ProjectorKillSwitch
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.ports import Record
 from agentledger.projector.runner import Projector
@@ -152,6 +153,7 @@ class ProjectorRuntime:
         publisher = await self._stack.enter_async_context(
             KafkaPublisher(s, codec=codec, client_id=f"{s.projector_group}-findings")
         )
+        kill = ProjectorKillSwitch(s.projector_kill_point, s.projector_kill_hit)
         applier = Applier(
             store,
             publisher,
@@ -161,6 +163,7 @@ class ProjectorRuntime:
             partitions=s.run_partitions,
             parked_max=s.projector_parked_max,
             hold_s=s.projector_hold_ms / 1000,
+            kill=kill,
         )
         self._store = store
         self._publisher = publisher
@@ -175,6 +178,7 @@ class ProjectorRuntime:
             gap_alert_ms=s.projector_gap_alert_ms,
             group=s.projector_group,
             retention_ms=s.retention,
+            kill=kill,
         )
         self.ready.set()
         log.info("projector_started", group=s.projector_group, topics=list(self.run_topics))

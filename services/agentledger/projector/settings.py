@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from agentledger.projector.killpoints import kill_point_problem
 from agentledger.settings import DEFAULT_TOPIC_PREFIX, CommonSettings
 
 DAY_MS = 24 * 3600 * 1000
@@ -128,6 +129,24 @@ class ProjectorSettings(CommonSettings):
         ge=0,
         description="after a rebuild swaps namespaces, wait this long before deleting the old one",
     )
+
+    projector_kill_point: str | None = Field(
+        default=None,
+        description=(
+            "chaos only: SIGKILL the projector at this kill point (slice_committed, "
+            "batch_committed; DESIGN.md §16)"
+        ),
+    )
+    projector_kill_hit: int = Field(
+        default=1, ge=1, description="chaos only: at the n-th time the projector reaches it"
+    )
+
+    @model_validator(mode="after")
+    def _known_kill_point(self) -> ProjectorSettings:
+        problem = kill_point_problem(self.projector_kill_point, self.projector_kill_hit)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     @model_validator(mode="before")
     @classmethod
