@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.events import EventCodec, RunEvent
 from agentledger.events.models import EffectIntended
+from agentledger.projector import bulk
 from agentledger.projector.bulk import (
     BulkCounts,
     InProcessReplayer,
@@ -19,7 +21,8 @@ from agentledger.projector.bulk import (
 )
 from agentledger.projector.ports import Record
 from agentledger.projector.rebuild import compare, replay_into_new_namespace
-from agentledger.views.store import TopicPartition
+from agentledger.views.memory_store import MemoryViewStore
+from agentledger.views.store import FreshRun, TopicPartition, WriteOutcome
 from tests.unit.test_fold_into_store import TOPICS, World, run_events
 
 
@@ -191,3 +194,93 @@ def test_records_off_their_keys_partition_are_dead_letters_not_folded(number_kno
     assert [w.run_id for w in writes] == [placed]
     assert counts.dead_letters == len(run_events(stray, steps=1))
     assert counts.applied == len(run_events(placed, steps=1))
+
+
+def _folded(runs: int) -> PartitionFold:
+    """A partition fold of ``runs`` finished one-step runs."""
+    codec = EventCodec()
+    fold = PartitionFold(codec, BulkCounts())
+    events = [e for n in range(runs) for e in run_events(f"r{n:02d}", steps=1)]
+    fold.add(
+        [
+            Record(TOPICS.steps, 0, n, run_key(e.run_id), codec.encode(e))
+            for n, e in enumerate(events)
+        ]
+    )
+    return fold
+
+
+def test_fresh_slices_are_the_fresh_runs_in_order() -> None:
+    """Slices of at most the size asked, which together are fresh()'s runs in its order."""
+    fold = _folded(10)
+    slices = list(fold.fresh_slices(3))
+    assert [len(s) for s in slices] == [3, 3, 3, 1]
+    assert [r for s in slices for r in s] == fold.fresh()
+    assert [r.run_id for r in fold.fresh()] == [f"r{n:02d}" for n in range(10)]
+
+
+class _HeldStore:
+    """A view store whose fresh writes wait until released; counts the slices it was sent."""
+
+    def __init__(self, inner: MemoryViewStore) -> None:
+        self.inner = inner
+        self.go = asyncio.Event()
+        self.sent: list[int] = []
+
+    async def write_fresh_stored(self, namespace: str, runs: Sequence[FreshRun]) -> WriteOutcome:
+        self.sent.append(len(runs))
+        await self.go.wait()
+        return await self.inner.write_fresh_stored(namespace, runs)
+
+
+async def test_a_partition_is_encoded_no_further_ahead_than_its_writes_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While Redis has not answered, no more slices are encoded than writes may be in flight;
+    once it answers, every run is written once, and the views are fresh()'s."""
+    monkeypatch.setattr(bulk, "WRITE_SLICE", 2)
+    monkeypatch.setattr(bulk, "WRITES_IN_FLIGHT", 2)
+    fold = _folded(9)
+    encoded: list[int] = []
+    slices = fold.fresh_slices
+
+    def counting(size: int) -> Iterator[list[FreshRun]]:
+        for part in slices(size):
+            encoded.append(len(part))
+            yield part
+
+    monkeypatch.setattr(fold, "fresh_slices", counting)
+    memory = MemoryViewStore(key_prefix="u")
+    namespace = await memory.create_namespace()
+    store = _HeldStore(memory)
+    counts = BulkCounts()
+    writing = asyncio.create_task(bulk._write(store, namespace, fold, counts))  # type: ignore[arg-type]
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert encoded == [2, 2]
+    assert store.sent == [2, 2]
+    store.go.set()
+    await writing
+    assert encoded == [2, 2, 2, 2, 1]
+    assert counts.runs_written == 9
+    expected = MemoryViewStore(key_prefix="u")
+    other = await expected.create_namespace()
+    await expected.write_fresh_stored(other, fold.fresh())
+    result = compare(await memory.snapshot(namespace), await expected.snapshot(other))
+    assert result.differences == []
+    assert result.keys_compared >= 9
+
+
+async def test_a_failed_slice_write_fails_the_partitions_write() -> None:
+    """A slice that Redis refuses is the write's error: it is raised, not lost."""
+
+    class Failing(_HeldStore):
+        async def write_fresh_stored(
+            self, namespace: str, runs: Sequence[FreshRun]
+        ) -> WriteOutcome:
+            raise RuntimeError("refused")
+
+    store = Failing(MemoryViewStore(key_prefix="u"))
+    with pytest.raises(ExceptionGroup) as caught:
+        await bulk._write(store, "ns", _folded(3), BulkCounts())  # type: ignore[arg-type]
+    assert caught.group_contains(RuntimeError, match="refused")

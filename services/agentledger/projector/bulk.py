@@ -7,7 +7,8 @@ decoded and folded per run in memory as :class:`~.applier.Applier` folds them (p
 carried from chunk to chunk), by the plain-data fold of :mod:`agentledger.views.bulk_fold`,
 which stores the bytes :func:`~agentledger.views.fold.fold` and the view layout store and falls
 back to them for what it is not sure of (DESIGN.md §10); then every run of the partition is
-written once, already encoded, in pipelined slices, while the next partition is being read.
+written once, in pipelined slices each encoded just before it is sent, while the next partition
+is being read.
 A :class:`Replayer` does this for all the ranges of a rebuild: :class:`InProcessReplayer` here,
 through any ports, or :class:`~.workers.ProcessReplayer` in parallel processes. The namespace's
 progress is recorded once, after the last write of every fold: a crash mid-rebuild leaves a
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.events.codec import EventCodec
@@ -155,6 +156,11 @@ class PartitionFold:
     def fresh(self) -> list[FreshRun]:
         """Each run's one write (from nothing stored) in its stored form, with its index
         entries: what :meth:`writes` stores, encoded from the plain fold (views/bulk_fold.py)."""
+        return [run for part in self.fresh_slices(len(self._runs) or 1) for run in part]
+
+    def fresh_slices(self, size: int) -> Iterator[list[FreshRun]]:
+        """:meth:`fresh` in slices of up to ``size`` runs, in the same order, each encoded
+        only when asked for: a writer sends one slice while the next is being encoded."""
         out: list[FreshRun] = []
         for run_id, state in self._runs.items():
             plain = state.plain
@@ -174,7 +180,11 @@ class PartitionFold:
             )
             ended = finished_at if finished_at is not None else updated_at
             out.append(FreshRun(run_id, fields, steps, effects, parked, status, ended, index))
-        return out
+            if len(out) >= size:
+                yield out
+                out = []
+        if out:
+            yield out
 
     def writes(self) -> tuple[list[RunWrite], dict[str, IndexUpdate]]:
         """Each run's one write (from nothing stored) as a view, and its index entries."""
@@ -209,21 +219,30 @@ class PartitionFold:
         return writes, updates
 
 
-async def _write(
-    store: ViewStore, namespace: str, writes: list[FreshRun], counts: BulkCounts
-) -> None:
-    """Write runs and then their index entries, one slice per pipeline, a few at once."""
+async def _write(store: ViewStore, namespace: str, fold: PartitionFold, counts: BulkCounts) -> None:
+    """Write a folded partition's runs with their index entries, one slice per pipeline, a few
+    at once: each slice is encoded just before it is sent (not the whole partition first), so
+    Redis stores one slice while this process encodes the next and reads the next partition."""
     limit = asyncio.Semaphore(WRITES_IN_FLIGHT)
 
     async def one(part: list[FreshRun]) -> None:
-        async with limit:
+        try:
             outcome = await store.write_fresh_stored(namespace, part)
-            # a run already past retention was written and indexed nowhere
-            counts.runs_written += len(part) - len(outcome.expired)
+        finally:
+            limit.release()
+        # a run already past retention was written and indexed nowhere
+        counts.runs_written += len(part) - len(outcome.expired)
 
     async with asyncio.TaskGroup() as tg:
-        for i in range(0, len(writes), WRITE_SLICE):
-            tg.create_task(one(writes[i : i + WRITE_SLICE]))
+        slices = fold.fresh_slices(WRITE_SLICE)
+        while True:
+            await limit.acquire()  # encode no further ahead than the writes in flight
+            part = next(slices, None)
+            if part is None:
+                limit.release()
+                break
+            tg.create_task(one(part))
+            await asyncio.sleep(0)  # let the slice go out, and the next partition be read
 
 
 class Replayer(ABC):
@@ -301,7 +320,7 @@ async def fold_ranges(
                 await asyncio.sleep(0)  # let the previous partition's writes go out
             if writing is not None:
                 await writing
-            writing = tg.create_task(_write(store, namespace, part.fresh(), counts))
+            writing = tg.create_task(_write(store, namespace, part, counts))
 
 
 class InProcessReplayer(Replayer):
