@@ -13,12 +13,15 @@ topics, in one run:
   system, of every process that folded) per record;
 - under a steady load of ``--lag-rate`` runs/s (default 1,000: 8,000 events/s) for
   ``--lag-seconds`` while the projector runs, each run's end-to-end lag: its last transaction
-  acknowledged -> its view complete in Redis (polled every 2 ms), p50/p99, beside the rate the
-  bench achieved and the lag of the last tenth of the runs (growing when the projector lags);
+  acknowledged -> its view complete in Redis (polled every 2 ms: the projector's progress, then
+  the views of the runs it has passed), p50/p99, beside the rate the bench achieved, its own CPU
+  share and the lag of the last tenth of the runs (growing when the projector lags);
 - the floor measured in the same run: a raw read_committed aiokafka consume loop over the same
   records, a pipelined Redis write loop (one HSET of a small hash per event, 1000 a pipeline),
-  and faust's own per-event delivery rate (the same app and transport with an agent that only
-  counts; the projector takes its records in bulk beneath that path, see projector/intake.py).
+  faust's own per-event delivery rate (the same app and transport with an agent that only
+  counts; the projector takes its records in bulk beneath that path, see projector/intake.py),
+  and the lag floor: the same steady load with no projector, each run's last transaction
+  acknowledged -> a plain read_committed consumer in another process has all its records.
 
 JSON on stdout (or ``--json FILE``).
 """
@@ -34,14 +37,17 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentledger.bus.kafka import KafkaEventLog
+from agentledger.bus.partitioning import key_for
+from agentledger.events.keying import partition_for, run_key
 from agentledger.events.topics import topic_names
 from agentledger.projector.commands import replayer_for
 from agentledger.projector.kafka import KafkaLogReader
@@ -161,70 +167,191 @@ async def _redis_floor(url: str, prefix: str, total: int) -> float:
         await client.aclose()
 
 
-async def _lag(
-    settings: ProjectorSettings, store: RedisViewStore, rate: float, seconds: float
-) -> dict[str, float]:
-    """Steady load of ``rate`` runs/s; lag from the last commit of a run to its complete view.
+async def _steady_load(
+    settings: ProjectorSettings,
+    rate: float,
+    seconds: float,
+    on_ack: Callable[[str, float, int, dict[tuple[str, int], int]], None],
+) -> tuple[int, float]:
+    """``rate`` runs/s of 8 events for ``seconds``, each run in two publishes (group-committed
+    transactions, as a worker writes); ``on_ack(run_id, acked at, last seq, ends)`` once a run's
+    last publish returns, ``ends`` being where the run's records end in each partition it
+    wrote. Returns the runs offered and the seconds from the start to the last acknowledgement.
 
     Runs are started on a fixed schedule (run ``n`` at ``n / rate`` s, every run already due
     at each wake-up), whatever the earlier ones are doing, so neither a slow publish nor a late
-    timer lowers the offered rate; what was
-    achieved is reported beside it: runs acknowledged per second of the writing phase, and this
-    process's CPU share (near 1.0 means the bench itself was the limit). The lag of the last
+    timer lowers the offered rate."""
+    started = time.perf_counter()
+    last_ack = [started]
+    async with KafkaEventLog(settings, transactional_id=f"lag-{uuid.uuid4().hex[:6]}") as log:
+
+        async def one(n: int) -> None:
+            events = sample_run(f"lag{n:06d}", steps=1)
+            await log.publish(events[:4])
+            await log.publish(events[4:])
+            at = time.perf_counter()
+            last_ack[0] = max(last_ack[0], at)
+            number = partition_for(key_for(events[0]), settings.run_partitions)
+            ends = {
+                (topic, number): log.committed_end(topic, number)
+                for topic in {log.topics.for_event(e) for e in events}
+            }
+            on_ack(events[0].run_id, at, len(events), ends)
+
+        tasks = []
+        n = 0
+        total = int(rate * seconds)
+        while n < total:
+            # every run due by now (a late wake-up on a busy machine starts several)
+            due = min(total, int((time.perf_counter() - started) * rate) + 1)
+            while n < due:
+                tasks.append(asyncio.ensure_future(one(n)))
+                n += 1
+            await asyncio.sleep(max(0.0, started + n / rate - time.perf_counter()))
+        await asyncio.gather(*tasks)
+    return n, last_ack[0] - started
+
+
+async def _lag_floor(settings: ProjectorSettings, rate: float, seconds: float) -> dict[str, float]:
+    """The same steady load with no projector: lag from a run's last acknowledgement until a
+    plain read_committed aiokafka consumer in another process has all its records (the
+    delivery that any projector's lag includes). Clocks: ``time.perf_counter`` is the
+    machine's monotonic clock in both processes."""
+    acked: dict[str, float] = {}
+    total = int(rate * seconds)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.projector",
+        "--lag-floor-child",
+        settings.kafka_bootstrap or "",
+        ",".join(topic_names(settings).run_topics),
+        str(settings.run_partitions),
+        str(total),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = await asyncio.wait_for(proc.stdout.readline(), timeout=120)
+        if ready.strip() != b"ready":
+            msg = f"the lag floor's consumer did not start: {ready!r}"
+            raise RuntimeError(msg)
+
+        def on_ack(run_id: str, at: float, seq: int, ends: dict[tuple[str, int], int]) -> None:
+            acked[run_key(run_id).hex()] = at
+
+        await _steady_load(settings, rate, seconds, on_ack)
+        out = await asyncio.wait_for(proc.stdout.read(), timeout=120)
+        await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    seen: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+    ms = sorted((seen[k] - at) * 1000 for k, at in acked.items() if k in seen)
+    if not ms:
+        return {"runs": 0}
+    return {
+        "runs": len(ms),
+        "lag_p50_ms": round(statistics.median(ms), 2),
+        "lag_p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
+        "lag_max_ms": round(ms[-1], 2),
+    }
+
+
+async def _lag_floor_child(bootstrap: str, topics: list[str], partitions: int, runs: int) -> None:
+    """Consume every run topic's partitions from their end (read_committed); once ``runs`` runs
+    have all their records (or nothing came for 30 s), print when each was complete."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_end(*tps)
+        for tp in tps:
+            await consumer.position(tp)
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        counts: dict[bytes, int] = {}
+        complete: dict[str, float] = {}
+        quiet_since = time.perf_counter()
+        while len(complete) < runs and time.perf_counter() - quiet_since < 30:
+            fetched = await consumer.getmany(timeout_ms=1000)
+            now = time.perf_counter()
+            for records in fetched.values():
+                quiet_since = now
+                for r in records:
+                    key = r.key or b""
+                    counts[key] = counts.get(key, 0) + 1
+                    if counts[key] == EVENTS_PER_RUN:
+                        complete[key.hex()] = now
+    finally:
+        await consumer.stop()
+    sys.stdout.write(json.dumps(complete) + "\n")
+    sys.stdout.flush()
+
+
+async def _lag(
+    settings: ProjectorSettings, store: RedisViewStore, rate: float, seconds: float
+) -> dict[str, float]:
+    """Steady load of ``rate`` runs/s (:func:`_steady_load`); lag from the last commit of a run
+    to its complete view. What was achieved is reported beside it: runs acknowledged per
+    second of the writing phase, and this process's CPU share (near 1.0 means the bench itself
+    was the limit). The lag of the last
     tenth of the runs shows whether the projector kept up (it grows when it does not)."""
     lags: list[tuple[float, float]] = []  # (acked at, lag s)
-    acked: dict[str, tuple[float, int]] = {}
+    # run -> (acked at, its last seq, where its records end in each partition it wrote)
+    acked: dict[str, tuple[float, int, dict[tuple[str, int], int]]] = {}
     done = asyncio.Event()
 
     async def poll() -> None:
+        """Every 2 ms the projector's progress (one small hash per partition number); a run
+        whose records it has passed has its view read, and counts once that view has its last
+        seq. Progress is written with the views in one atomic step, so this sees a view complete
+        when the per-run poll would, at a fraction of the bench's CPU (a per-run poll read every
+        pending view every 2 ms: ~30,000 reads/s at this rate, which took CPU from the projector
+        it measured). A run passed by progress whose view lacks an event (parked in the store
+        for a gap) is read again on each poll until it has it."""
+        namespace: str | None = None
         while not (done.is_set() and not acked):
-            namespace = await store.live_namespace()
-            pending = list(acked)
-            if namespace is not None and pending:
-                pipe = store.client.pipeline(transaction=False)
-                for run in pending:
-                    pipe.hget(store.keys.space(namespace).run(run), "applied_seq")
-                values = await pipe.execute()
-                now = time.perf_counter()
-                for run, value in zip(pending, values, strict=True):
-                    at, seq = acked[run]
-                    if value is not None and int(value) >= seq:
-                        lags.append((at, now - at))
-                        del acked[run]
+            if namespace is None:
+                namespace = await store.live_namespace()
+            if namespace is not None and acked:
+                progress = await store.read_progress(namespace)
+                passed = [
+                    run
+                    for run, (_, _, ends) in acked.items()
+                    if all(progress.get(tp, 0) >= end for tp, end in ends.items())
+                ]
+                if passed:
+                    pipe = store.client.pipeline(transaction=False)
+                    for run in passed:
+                        pipe.hget(store.keys.space(namespace).run(run), "applied_seq")
+                    values = await pipe.execute()
+                    now = time.perf_counter()
+                    for run, value in zip(passed, values, strict=True):
+                        at, seq, _ = acked[run]
+                        if value is not None and int(value) >= seq:
+                            lags.append((at, now - at))
+                            del acked[run]
             await asyncio.sleep(0.002)
 
-    started = time.perf_counter()
-    last_ack = [started]
+    def on_ack(run_id: str, at: float, seq: int, ends: dict[tuple[str, int], int]) -> None:
+        acked[run_id] = (at, seq, ends)
 
-    async def write() -> int:
-        async with KafkaEventLog(settings, transactional_id=f"lag-{uuid.uuid4().hex[:6]}") as log:
-
-            async def one(n: int) -> None:
-                events = sample_run(f"lag{n:06d}", steps=1)
-                await log.publish(events[:4])
-                await log.publish(events[4:])
-                at = time.perf_counter()
-                last_ack[0] = max(last_ack[0], at)
-                acked[events[0].run_id] = (at, len(events))
-
-            tasks = []
-            n = 0
-            total = int(rate * seconds)
-            while n < total:
-                # every run due by now (a late wake-up on a busy machine starts several)
-                due = min(total, int((time.perf_counter() - started) * rate) + 1)
-                while n < due:
-                    tasks.append(asyncio.ensure_future(one(n)))
-                    n += 1
-                await asyncio.sleep(max(0.0, started + n / rate - time.perf_counter()))
-            await asyncio.gather(*tasks)
-        done.set()
-        return n
+    async def write() -> tuple[int, float]:
+        try:
+            return await _steady_load(settings, rate, seconds, on_ack)
+        finally:
+            done.set()
 
     cpu0 = time.process_time()
+    started = time.perf_counter()
     poller = asyncio.ensure_future(poll())
-    offered = await write()
-    writing_s = last_ack[0] - started
+    offered, writing_s = await write()
     cpu_share = (time.process_time() - cpu0) / max(1e-9, time.perf_counter() - started)
     await asyncio.wait_for(poller, timeout=120)
     ms = sorted(lag * 1000 for _, lag in lags)
@@ -301,6 +428,7 @@ async def bench(
         kafka_floor = await _kafka_floor(settings, total)
         redis_floor = await _redis_floor(base.redis_url, settings.key_prefix, total)
         faust_floor = 0.0 if rebuild_only else await _faust_floor(settings, total)
+        lag_floor = {} if rebuild_only else await _lag_floor(settings, lag_rate, lag_seconds)
     applied = projector.get("events_applied_per_s", 0.0)
     return {
         "bench": "projector",
@@ -322,6 +450,8 @@ async def bench(
             "kafka_consume_records_per_s": round(kafka_floor, 1),
             "redis_pipelined_writes_per_s": round(redis_floor, 1),
             "faust_delivery_records_per_s": round(faust_floor, 1),
+            # the same steady load, no projector: a plain read_committed consumer's lag
+            "kafka_delivery_lag": lag_floor,
         },
         "ratio_projector_to_faust_floor": round(applied / faust_floor, 4) if faust_floor else None,
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
@@ -409,6 +539,9 @@ def main(argv: list[str] | None = None) -> None:
         argv = sys.argv[1:]
     if argv[:1] == ["--faust-floor-child"]:
         _faust_floor_child(int(argv[1]))
+        return
+    if argv[:1] == ["--lag-floor-child"]:
+        asyncio.run(_lag_floor_child(argv[1], argv[2].split(","), int(argv[3]), int(argv[4])))
         return
     p = argparse.ArgumentParser(prog="python -m bench.projector", description=__doc__)
     p.add_argument("--events", type=int, default=100_000, help="events published, then folded")

@@ -276,6 +276,11 @@ class KafkaEventLog(EventLog):
             for p in positions
         ]
 
+    def committed_end(self, topic: str, partition: int) -> int:
+        """Just past the last record this log has committed to ``topic``'s ``partition`` (0 if
+        it committed nothing there): once a publish returns, its records lie below it."""
+        return self._written.get((topic, partition), 0)
+
     async def never_written(self) -> bool:
         """Every run-topic partition's end offset is 0 (an aborted transaction counts as
         written: its records and marker take offsets)."""

@@ -1,0 +1,67 @@
+"""bench.projector's lag floor: the steady load's runs, each seen whole by a plain
+read_committed consumer in another process, and nothing counted before its records exist."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from bench.projector import _lag_floor, _steady_load
+
+from agentledger.events.keying import run_key
+from agentledger.events.topics import topic_names
+from agentledger.settings import CommonSettings
+
+pytestmark = pytest.mark.integration
+
+
+async def test_every_run_of_the_steady_load_reaches_the_floor_consumer(
+    ledger_settings: CommonSettings,
+) -> None:
+    """40 runs offered at 40 runs/s: the child consumer saw all 40 complete, so the floor has
+    one lag per run (a child that missed a run's records would report fewer)."""
+    floor = await _lag_floor(ledger_settings, 40.0, 1.0)  # type: ignore[arg-type]
+    assert floor["runs"] == 40
+    assert floor["lag_p50_ms"] <= floor["lag_p99_ms"] <= floor["lag_max_ms"]
+
+
+async def test_the_ends_of_each_acknowledged_run_cover_its_records(
+    ledger_settings: CommonSettings,
+) -> None:
+    """The ends the steady load reports for a run name exactly the partitions that hold its
+    records, each past the run's last record there (what the lag poll waits for progress to
+    reach)."""
+    acked: dict[str, dict[tuple[str, int], int]] = {}
+
+    def on_ack(run: str, _at: float, _seq: int, ends: dict[tuple[str, int], int]) -> None:
+        acked[run] = ends
+
+    offered, _ = await _steady_load(ledger_settings, 20.0, 0.5, on_ack)  # type: ignore[arg-type]
+    assert offered == len(acked) == 10
+    last: dict[bytes, dict[tuple[str, int], int]] = {}
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=ledger_settings.kafka_bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        tps = [
+            TopicPartition(t, p)
+            for t in topic_names(ledger_settings).run_topics
+            for p in range(ledger_settings.run_partitions)
+        ]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+            for tp, records in (await consumer.getmany(timeout_ms=1000)).items():
+                for r in records:
+                    at = last.setdefault(r.key or b"", {})
+                    at[(tp.topic, tp.partition)] = r.offset
+    finally:
+        await consumer.stop()
+    for run, run_ends in acked.items():
+        written = last[run_key(run)]
+        assert set(written) == set(run_ends)
+        for tp, offset in written.items():
+            assert offset < run_ends[tp]
