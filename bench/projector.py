@@ -14,8 +14,9 @@ topics, in one run:
 - under a steady load of ``--lag-rate`` runs/s (default 1,000: 8,000 events/s) for
   ``--lag-seconds`` while the projector runs, each run's end-to-end lag: its last transaction
   acknowledged -> its view complete in Redis (polled every 2 ms: the projector's progress, then
-  the views of the runs it has passed), p50/p99, beside the rate the bench achieved, its own CPU
-  share and the lag of the last tenth of the runs (growing when the projector lags);
+  the views of the runs it has passed), p50/p99, beside the rate the bench achieved, the CPU
+  shares of the bench, the projector and Redis meanwhile, and the lag of the last tenth of the
+  runs (growing when the projector lags);
 - the floor measured in the same run: a raw read_committed aiokafka consume loop over the same
   records, a pipelined Redis write loop (one HSET of a small hash per event, 1000 a pipeline),
   faust's own per-event delivery rate (the same app and transport with an agent that only
@@ -37,7 +38,7 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ from agentledger.projector.workers import worker_count
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
+from bench.cpu import cpu_seconds, redis_cpu_seconds
 from bench.output import print_report
 
 EVENTS_PER_RUN = 8  # sample_run(steps=1)
@@ -369,6 +371,29 @@ async def _lag(
     }
 
 
+async def _with_cpu_shares(
+    measuring: Coroutine[Any, Any, dict[str, float]],
+    procs: list[ProjectorProcess],
+    store: RedisViewStore,
+) -> dict[str, float]:
+    """``measuring``'s report, plus the share of a core the projector processes and
+    redis-server used while it ran (CPU seconds over wall seconds: on 2 cores the bench, the
+    projector, the broker and Redis together can use 2.0)."""
+    pids = [p.pid for p in procs if p.pid is not None]
+    projector0 = sum(cpu_seconds(pid) for pid in pids)
+    redis0 = await redis_cpu_seconds(store)
+    started = time.perf_counter()
+    report = await measuring
+    wall = max(1e-9, time.perf_counter() - started)
+    projector1 = sum(cpu_seconds(pid) for pid in pids)
+    redis1 = await redis_cpu_seconds(store)
+    return {
+        **report,
+        "projector_cpu_share": round((projector1 - projector0) / wall, 2),
+        "redis_cpu_share": round((redis1 - redis0) / wall, 2),
+    }
+
+
 async def bench(
     events: int,
     lag_rate: float,
@@ -407,7 +432,9 @@ async def bench(
                 ]
                 await asyncio.gather(*(p.wait_ready() for p in procs))
                 projector = await _projector_rate(procs, total)
-                lag = await _lag(settings, store, lag_rate, lag_seconds)
+                lag = await _with_cpu_shares(
+                    _lag(settings, store, lag_rate, lag_seconds), procs, store
+                )
         async with (
             RedisViewStore.from_url(
                 base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention

@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from agentledger.cli import configure_logging
 from agentledger.events.topics import topic_names
@@ -27,21 +26,8 @@ from agentledger.projector.testing import ProjectorProcess, isolated_projector, 
 from agentledger.settings import CommonSettings
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
+from bench.cpu import cpu_seconds, redis_cpu_seconds
 from bench.projector import EVENTS_PER_RUN, _born, _publish
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-async def redis_cpu_seconds(store: RedisViewStore) -> float:
-    """User + system CPU seconds redis-server has used so far (its main thread and children)."""
-    info = await store.client.info("cpu")
-    return sum(float(info[k]) for k in ("used_cpu_sys", "used_cpu_user"))
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 async def bench(events: int) -> dict[str, float]:
