@@ -4,11 +4,11 @@ read_committed consumer in another process, and nothing counted before its recor
 from __future__ import annotations
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from bench.projector import _lag_floor, _steady_load
 
 from agentledger.events.keying import run_key
 from agentledger.events.topics import topic_names
+from agentledger.projector.kafka import KafkaLogReader
 from agentledger.settings import CommonSettings
 
 pytestmark = pytest.mark.integration
@@ -38,28 +38,17 @@ async def test_the_ends_of_each_acknowledged_run_cover_its_records(
     offered, _ = await _steady_load(ledger_settings, 20.0, 0.5, on_ack)  # type: ignore[arg-type]
     assert offered == len(acked) == 10
     last: dict[bytes, dict[tuple[str, int], int]] = {}
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=ledger_settings.kafka_bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        tps = [
-            TopicPartition(t, p)
-            for t in topic_names(ledger_settings).run_topics
-            for p in range(ledger_settings.run_partitions)
-        ]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for tp, records in (await consumer.getmany(timeout_ms=1000)).items():
-                for r in records:
-                    at = last.setdefault(r.key or b"", {})
-                    at[(tp.topic, tp.partition)] = r.offset
-    finally:
-        await consumer.stop()
+    tps = [
+        (topic, p)
+        for topic in topic_names(ledger_settings).run_topics
+        for p in range(ledger_settings.run_partitions)
+    ]
+    assert ledger_settings.kafka_bootstrap is not None
+    async with KafkaLogReader(ledger_settings.kafka_bootstrap) as reader:
+        ends = await reader.end_offsets(tps)
+        async for records in reader.read({tp: (0, ends[tp]) for tp in tps}, chunk=1000):
+            for r in records:
+                last.setdefault(r.key or b"", {})[(r.topic, r.partition)] = r.offset
     for run, run_ends in acked.items():
         written = last[run_key(run)]
         assert set(written) == set(run_ends)
