@@ -40,7 +40,7 @@ from agentledger.projector.parking import (
     bounded_parked,
     needs_reread,
 )
-from agentledger.projector.ports import Record
+from agentledger.projector.ports import LogRecord
 from agentledger.views.fold import FoldResult, fold, malformed
 from agentledger.views.keys import STATUSES
 from agentledger.views.layout import token_for
@@ -141,11 +141,11 @@ class Decoded:
 
     runs: dict[str, list[RunEvent]] = field(default_factory=dict)
     letters: list[DeadLettered] = field(default_factory=list)
-    where: dict[str, Record] = field(default_factory=dict)
+    where: dict[str, LogRecord] = field(default_factory=dict)
 
 
 def misplaced(
-    rec: Record,
+    rec: LogRecord,
     event: RunEvent,
     partitions: int | None,
     homes: dict[bytes, int] | None = None,
@@ -176,7 +176,7 @@ def misplaced(
 
 def decode_records(
     codec: EventCodec,
-    records: Iterable[Record],
+    records: Iterable[LogRecord],
     partitions: int | None = None,
     *,
     located: bool = True,
@@ -341,7 +341,7 @@ class Applier:
     async def apply(
         self,
         namespace: str,
-        records: Sequence[Record],
+        records: Sequence[LogRecord],
         progress: Mapping[TopicPartition, int] | None = None,
         floors: Mapping[TopicPartition, int] | None = None,
         *,
@@ -560,7 +560,7 @@ class Applier:
         states: Mapping[str, tuple[StoredRun, bool]],
         complete: frozenset[str],
         *,
-        where: Mapping[str, Record],
+        where: Mapping[str, LogRecord],
         hold: bool,
         now: float,
     ) -> dict[str, _Fold]:

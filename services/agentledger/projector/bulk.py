@@ -28,7 +28,7 @@ from agentledger.events.keying import partition_for, run_key
 from agentledger.events.models import RunEvent
 from agentledger.projector.applier import decode_records, index_update
 from agentledger.projector.parking import DEFAULT_PARKED_MAX, bounded_parked, unique_parked
-from agentledger.projector.ports import LogReader, Record
+from agentledger.projector.ports import LogReader, LogRecord
 from agentledger.views.bulk_fold import PlainRun
 from agentledger.views.keys import STATUSES
 from agentledger.views.store import FreshRun, IndexUpdate, RunWrite, TopicPartition, ViewStore
@@ -114,7 +114,7 @@ class PartitionFold:
         #: the partition each run's key belongs on (murmur2 once per run, not per record)
         self._homes: dict[str, int] = {}
 
-    def add(self, records: Sequence[Record]) -> None:
+    def add(self, records: Sequence[LogRecord]) -> None:
         """Fold a chunk of records (each partition's in offset order)."""
         # decode_records would check each record's partition with a murmur2 of its key: the key
         # is the run id on every record of a run, so the check is done here with one per run
@@ -135,7 +135,7 @@ class PartitionFold:
             state.parked = unique_parked(parked)
 
     def _placed(
-        self, run_id: str, events: list[RunEvent], where: Mapping[str, Record], partitions: int
+        self, run_id: str, events: list[RunEvent], where: Mapping[str, LogRecord], partitions: int
     ) -> list[RunEvent]:
         """``events`` of ``run_id`` whose records sit on the partition of their key; the rest
         are dead letters (counted), as :func:`~.applier.misplaced` makes them: a reader of the

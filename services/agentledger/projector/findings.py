@@ -19,7 +19,7 @@ from agentledger.alerts.codes import (
     AlertCode,
 )
 from agentledger.events.models import Alert, DeadLettered, RunEvent, now_ms
-from agentledger.projector.ports import Record
+from agentledger.projector.ports import LogRecord
 from agentledger.views.model import RunView
 
 SOURCE = "projector"
@@ -32,7 +32,7 @@ def _detail(**values: object) -> str:
 def _event_alert(
     code: AlertCode,
     event: RunEvent,
-    record: Record | None,
+    record: LogRecord | None,
     summary: str,
     *,
     action: str | None = None,
@@ -58,7 +58,7 @@ def _event_alert(
     )
 
 
-def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+def stale_fence_alert(event: RunEvent, view: RunView, record: LogRecord | None) -> Alert:
     """A zombie writer's event was rejected: name the run, the stale worker and both fences."""
     return _event_alert(
         FENCE_STALE,
@@ -74,7 +74,7 @@ def stale_fence_alert(event: RunEvent, view: RunView, record: Record | None) -> 
     )
 
 
-def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+def fence_conflict_alert(event: RunEvent, view: RunView, record: LogRecord | None) -> Alert:
     """A newer fence wrote a seq that an older fence had already written (a takeover race)."""
     return _event_alert(
         FENCE_CONFLICT,
@@ -90,7 +90,7 @@ def fence_conflict_alert(event: RunEvent, view: RunView, record: Record | None) 
     )
 
 
-def divergent_seq_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+def divergent_seq_alert(event: RunEvent, view: RunView, record: LogRecord | None) -> Alert:
     """A second, different event claims a seq already applied under the same fence."""
     return _event_alert(
         RUN_SEQ_DIVERGENT,
@@ -104,7 +104,7 @@ def divergent_seq_alert(event: RunEvent, view: RunView, record: Record | None) -
     )
 
 
-def closed_run_alert(event: RunEvent, view: RunView, record: Record | None) -> Alert:
+def closed_run_alert(event: RunEvent, view: RunView, record: LogRecord | None) -> Alert:
     """An event written to a finished run that a finished run does not take."""
     return _event_alert(
         RUN_EVENT_AFTER_FINISH,
@@ -202,7 +202,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def dead_letter(record: Record, reason: str) -> DeadLettered:
+def dead_letter(record: LogRecord, reason: str) -> DeadLettered:
     """A record nobody can use, with why and where it came from.
 
     The body is cut to :data:`DEAD_LETTER_VALUE_MAX` bytes (the reason says so) so that a dead
@@ -231,7 +231,7 @@ def dead_letter(record: Record, reason: str) -> DeadLettered:
     )
 
 
-def _where(record: Record | None) -> dict[str, object]:
+def _where(record: LogRecord | None) -> dict[str, object]:
     if record is None:
         return {}
     return {"topic": record.topic, "partition": record.partition, "offset": record.offset}

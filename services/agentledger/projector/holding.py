@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from agentledger.events.models import RunEvent
-from agentledger.projector.ports import Record
+from agentledger.projector.ports import LogRecord
 from agentledger.views.store import TopicPartition
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ HOLD_MAX_S = 30.0
 #: Events held at most; past it, waiting events are parked at once.
 HELD_MAX = 50_000
 
-Held = list[tuple[RunEvent, Record]]
+Held = list[tuple[RunEvent, LogRecord]]
 
 
 class HeldEvents:

@@ -24,7 +24,7 @@ import structlog
 from faust.transport.drivers.aiokafka import Consumer
 from faust.types import TP
 
-from agentledger.projector.ports import Record
+from agentledger.projector.ports import LogRecord
 from agentledger.tasks import within
 from agentledger.views.store import TopicPartition
 
@@ -43,19 +43,19 @@ class Intake:
         self._linger_s = linger_s
         # the last batch reached the cap or left records queued: the fold is behind the log
         self._behind = False
-        self._queue: asyncio.Queue[list[Record]] = asyncio.Queue(maxsize=QUEUE_DEPTH)
+        self._queue: asyncio.Queue[list[LogRecord]] = asyncio.Queue(maxsize=QUEUE_DEPTH)
 
-    async def put(self, records: list[Record]) -> None:
+    async def put(self, records: list[LogRecord]) -> None:
         """Hand over one fetch's records (waits while the fold is behind: back-pressure)."""
         await self._queue.put(records)
 
-    async def put_fetch(self, records: list[Record]) -> None:
+    async def put_fetch(self, records: list[LogRecord]) -> None:
         """Hand over everything one fetch drained, in lists of whole partition numbers (every
         run topic's records of a number together, each partition in its order) of about a
         batch each: a run's events on the three topics are folded in one batch when the fetch
         has them all, instead of one topic's a few batches before another's (DESIGN.md §16)."""
         records.sort(key=_partition_of)  # stable: each partition keeps its order
-        chunk: list[Record] = []
+        chunk: list[LogRecord] = []
         for rec in records:
             if len(chunk) >= self._batch_max and rec.partition != chunk[-1].partition:
                 await self._queue.put(chunk)
@@ -64,7 +64,7 @@ class Intake:
         if chunk:
             await self._queue.put(chunk)
 
-    async def batch(self) -> list[Record]:
+    async def batch(self) -> list[LogRecord]:
         """The next batch: everything queued (up to about the cap), at once while the fold
         keeps up; lingering a little for more only while it is behind.
 
@@ -83,7 +83,7 @@ class Intake:
         self._behind = len(batch) >= self._batch_max or not self._queue.empty()
         return batch
 
-    async def _linger(self, batch: list[Record]) -> None:
+    async def _linger(self, batch: list[LogRecord]) -> None:
         """Add what arrives within the linger to ``batch``, until it reaches the cap."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._linger_s
@@ -118,13 +118,12 @@ class BulkConsumer(Consumer):
             # as faust does: a rebalance stopped the flow, go back to the committed offsets
             await self.perform_seek()
             return
-        taken: list[Record] = []
+        taken: list[LogRecord] = []
         for tp, fetched in records.items():
             if active is not None and tp not in active and tp not in self._buffered_partitions:
                 continue
             if tp.topic in intake.topics:
-                topic, partition = tp.topic, tp.partition
-                taken.extend(Record(topic, partition, r.offset, r.key, r.value) for r in fetched)
+                taken.extend(fetched)  # aiokafka's records as they are (see LogRecord)
             else:
                 for record in fetched:
                     yield tp, self._to_message(tp, record)
@@ -132,7 +131,7 @@ class BulkConsumer(Consumer):
             await intake.put_fetch(taken)
 
 
-def _partition_of(rec: Record) -> int:
+def _partition_of(rec: LogRecord) -> int:
     return rec.partition
 
 

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 from agentledger.bus.clients import start_client, stop_client
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.kafkaclient import kafka_options
-from agentledger.projector.ports import LogReader, Record
+from agentledger.projector.ports import LogReader, LogRecord
 from agentledger.settings import CommonSettings
 from agentledger.tasks import within
 from agentledger.views.store import TopicPartition as Tp
@@ -98,7 +98,7 @@ class KafkaLogReader(LogReader):
 
     async def read(
         self, ranges: Mapping[Tp, tuple[int, int]], chunk: int
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncIterator[Sequence[LogRecord]]:
         """See :meth:`LogReader.read`; raises UnreachableError if no progress for a while."""
         remaining = {
             TopicPartition(t, p): end for (t, p), (start, end) in ranges.items() if end > start
@@ -114,7 +114,7 @@ class KafkaLogReader(LogReader):
         ranges: Mapping[Tp, tuple[int, int]],
         remaining: dict[TopicPartition, int],
         chunk: int,
-    ) -> AsyncIterator[list[Record]]:
+    ) -> AsyncIterator[Sequence[LogRecord]]:
         self._consumer.assign(list(remaining))
         for (topic, partition), (start, _) in ranges.items():
             tp = TopicPartition(topic, partition)
@@ -123,16 +123,17 @@ class KafkaLogReader(LogReader):
         last_progress = time.monotonic()
         while remaining:
             batch = await self._consumer.getmany(*remaining, timeout_ms=_POLL_MS, max_records=chunk)
-            found: list[Record] = []
+            found: list[LogRecord] = []
             for tp, messages in batch.items():
                 end = remaining.get(tp)
-                if end is None:
+                if end is None or not messages:
                     continue
-                found.extend(
-                    Record(tp.topic, tp.partition, m.offset, m.key, m.value)
-                    for m in messages
-                    if m.offset < end
-                )
+                # aiokafka's records as they are (see LogRecord); a fetch reaching past the
+                # range's end (only the last one of a partition) is cut there
+                if messages[-1].offset < end:
+                    found.extend(messages)
+                else:
+                    found.extend(m for m in messages if m.offset < end)
             for tp in list(remaining):
                 if await self._consumer.position(tp) >= remaining[tp]:
                     del remaining[tp]

@@ -27,7 +27,7 @@ from agentledger.projector.findings import gap_alert, wiped_alert
 from agentledger.projector.killpoints import ProjectorKillSwitch
 from agentledger.projector.metrics import Metrics
 from agentledger.projector.parking import needs_reread
-from agentledger.projector.ports import LogReader, Record
+from agentledger.projector.ports import LogReader, LogRecord
 from agentledger.views.store import TopicPartition, ViewStore
 
 log = structlog.get_logger(__name__)
@@ -143,7 +143,7 @@ class Projector:
 
     # --- delivered batches --------------------------------------------------------------
 
-    async def process(self, records: Sequence[Record], *, assigned_only: bool = True) -> None:
+    async def process(self, records: Sequence[LogRecord], *, assigned_only: bool = True) -> None:
         """Apply a delivered batch (records of each partition in offset order); after a wipe
         found on the way, the batch is applied again into the fresh namespace."""
         for _ in range(_WIPE_ROUNDS):
@@ -157,16 +157,16 @@ class Projector:
         msg = f"the views were wiped {_WIPE_ROUNDS} times during one batch"
         raise RuntimeError(msg)
 
-    async def _process(self, records: Sequence[Record], *, assigned_only: bool) -> None:
+    async def _process(self, records: Sequence[LogRecord], *, assigned_only: bool) -> None:
         namespace = await self._current_namespace()
-        by_tp: dict[TopicPartition, list[Record]] = {}
+        by_tp: dict[TopicPartition, list[LogRecord]] = {}
         for rec in records:
             tp = (rec.topic, rec.partition)
             recs = by_tp.get(tp)
             if recs is None:
                 recs = by_tp[tp] = []
             recs.append(rec)
-        keep: list[Record] = []
+        keep: list[LogRecord] = []
         ends: dict[TopicPartition, int] = {}
         for tp, recs in by_tp.items():
             if assigned_only and tp not in self._assigned:
@@ -328,7 +328,7 @@ class Projector:
     async def _apply(
         self,
         namespace: str,
-        records: Sequence[Record],
+        records: Sequence[LogRecord],
         ends: dict[TopicPartition, int] | None = None,
         *,
         hold: bool = False,

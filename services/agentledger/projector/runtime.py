@@ -30,7 +30,7 @@ from agentledger.projector.findings import stalled_alert
 from agentledger.projector.kafka import KafkaLogReader
 from agentledger.projector.killpoints import ProjectorKillSwitch
 from agentledger.projector.metrics import Metrics
-from agentledger.projector.ports import Record
+from agentledger.projector.ports import LogRecord
 from agentledger.projector.runner import Projector
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.tasks import within
@@ -206,7 +206,7 @@ class ProjectorRuntime:
         if self._projector is not None:
             self._projector.revoke(tps)
 
-    async def process(self, records: Sequence[Record]) -> None:
+    async def process(self, records: Sequence[LogRecord]) -> None:
         """Apply a delivered batch, retrying until it is applied (never dropped); past the
         outage budget it waits for the service to stop instead (the next run applies it)."""
         await self.ready.wait()
