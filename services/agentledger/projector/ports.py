@@ -12,8 +12,9 @@ from agentledger.views.store import TopicPartition
 
 
 class Record(NamedTuple):
-    """One record of a run topic as consumed (value still encoded); a named tuple, since a
-    rebuild makes one per record it reads and a frozen dataclass costs three times as much."""
+    """One record of a run topic (value still encoded), as the in-memory log and faust's
+    per-event path make it; a named tuple, as cheap as a record object gets in Python. The
+    Kafka readers hand over aiokafka's own records instead (see :class:`LogRecord`)."""
 
     topic: str
     partition: int
