@@ -45,6 +45,15 @@ class Rule:
     #: Plain strings one of which is in every text the hint is found in: looked for with ``in``
     #: instead of the hint's search (a search of an alternation pays an attempt per character).
     hint_words: tuple[str, ...] = ()
+    #: Each hint word with the set of its characters: a word is in a text only if all of them
+    #: are, which one ``in`` per character (a C ``memchr``) tells before the word's search.
+    word_chars: tuple[tuple[str, frozenset[str]], ...] = field(
+        init=False, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        words = tuple((word, frozenset(word)) for word in self.hint_words)
+        object.__setattr__(self, "word_chars", words)
 
     @classmethod
     def of(
@@ -105,9 +114,18 @@ class Rule:
         else:
             yield from drive(self.anchor, text, work, partial(self._attempt, text, work))
 
-    def may_hold(self, text: str, lowered: str | None, work: Work) -> bool:
+    def may_hold(
+        self,
+        text: str,
+        lowered: str | None,
+        work: Work,
+        present: frozenset[str] | set[str] | None = None,
+    ) -> bool:
         """False when the hint proves ``text`` holds nothing of this rule; ``lowered`` is the
-        text lower-cased when it is ASCII (None otherwise), shared by every rule of a scan."""
+        text lower-cased when it is ASCII (None otherwise), shared by every rule of a scan.
+        ``present``, when given, holds every character of this rule's hint words that is in
+        the text the hint is searched in (``lowered`` for a folding hint): a word with a
+        character outside it is not searched for (see :func:`present_chars`)."""
         if self.hint is None:
             return True
         if self.hint_folds:
@@ -116,11 +134,21 @@ class Rule:
             text = lowered
         work.linear(len(text))
         if self.hint_words:
+            return self._has_word(text, present)
+        return self.hint.search(text) is not None
+
+    def _has_word(self, text: str, present: frozenset[str] | set[str] | None) -> bool:
+        """True when one of the hint words is in ``text`` (a word with a character that
+        ``present`` lacks is not searched for)."""
+        if present is None:
             for word in self.hint_words:  # noqa: SIM110 - no generator per call: a hot path
                 if word in text:
                     return True
             return False
-        return self.hint.search(text) is not None
+        for word, chars in self.word_chars:  # noqa: SIM110 - no generator per call: a hot path
+            if chars <= present and word in text:
+                return True
+        return False
 
     def _attempt(self, text: str, work: Work, pos: int) -> Hit | None:
         end = min(len(text), pos + self.window)
@@ -143,6 +171,21 @@ class Rule:
         if self.spans is None:
             return [(begin, end)]
         return [(begin + a, begin + b) for a, b in self.spans(secret)]
+
+
+def hint_chars(rules: tuple[Rule, ...], *, folds: bool) -> str:
+    """Every character of the hint words of ``rules`` whose hint folds (or does not)."""
+    return "".join(
+        sorted({c for rule in rules if rule.hint_folds is folds for c in "".join(rule.hint_words)})
+    )
+
+
+def present_chars(chars: str, text: str) -> set[str]:
+    """The characters of ``chars`` that ``text`` holds: one C search (``memchr``) each, the
+    combined prefilter of every rule's hint words (a word is in a text only if all its
+    characters are; the word searches are slower, most of all in text such as hex ids, where
+    almost every character starts a partial match)."""
+    return {c for c in chars if c in text}
 
 
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_\-]+")
