@@ -7,6 +7,7 @@ import copy
 import secrets
 from collections import Counter
 from datetime import UTC, datetime
+from typing import Any
 
 from agentledger.errors import ProviderRequestError, ProviderUnavailableError
 from agentledger.providers.faults import FaultDecision, FaultRule, FaultSet, Operation
@@ -140,4 +141,22 @@ class MemoryProvider(CompensatingProvider):
     def _answer(self, decision: FaultDecision, effect: StoredEffect) -> ProviderResult:
         """The effect's original response, unless the answer is dropped."""
         self._drop_if_injected(decision)
-        return ProviderResult.of(copy.deepcopy(effect.response))
+        return ProviderResult.of(json_copy(effect.response))
+
+
+_IMMUTABLE = (str, int, float, bool, type(None))
+
+
+def json_copy(value: Any) -> Any:
+    """A copy of ``value`` that shares no dict or list with it, as ``copy.deepcopy`` makes:
+    dicts, lists and exact ``str``/``int``/``float``/``bool``/``None`` are walked without
+    deepcopy's memo (about 3x cheaper for a provider's answer; a part the value holds twice is
+    copied twice, which JSON cannot tell apart); anything else is deep-copied."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _IMMUTABLE else json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _IMMUTABLE else json_copy(v) for v in value]
+    if kind in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
