@@ -317,3 +317,35 @@ async def test_writer_whose_acquisition_a_failover_lost_is_refused(env: LeaseEnv
     assert err.value.run_id == run
     await log.publish([step(run, b.fence, b.owner)])
     assert [(e.fence, e.worker_id) for e in await log.read_run(run)] == [(b.fence, "w-b")]
+
+
+async def test_acquisitions_and_releases_made_together_each_get_their_own_answer(
+    env: LeaseEnv,
+) -> None:
+    """Runs acquired at once (one batch on Redis) each get their lease, a run held by another
+    owner refuses only its caller, twice the same run gets two fences, and releases made
+    together free each run."""
+    runs = [run_id() for _ in range(20)]
+    held = run_id()
+    await env.store.acquire(held, "other", LONG)
+    twice = runs[0]
+    answers = await asyncio.gather(
+        *(env.store.acquire(r, "w-1", LONG, floor=i) for i, r in enumerate(runs)),
+        env.store.acquire(held, "w-1", LONG),
+        env.store.acquire(twice, "w-1", LONG),
+        return_exceptions=True,
+    )
+    leases, refused, again = answers[: len(runs)], answers[len(runs)], answers[-1]
+    for i, (r, lease) in enumerate(zip(runs, leases, strict=True)):
+        assert not isinstance(lease, BaseException), lease
+        assert (lease.run_id, lease.owner) == (r, "w-1")
+        assert lease.fence == (i + 1 if r != twice else lease.fence)
+    assert isinstance(refused, LeaseHeldError)
+    assert refused.run_id == held
+    assert not isinstance(again, BaseException)
+    assert {again.fence, leases[0].fence} == {1, 2}  # type: ignore[union-attr]
+    last = max((again, leases[0]), key=lambda x: x.fence)  # type: ignore[union-attr]
+    await asyncio.gather(*(env.store.release(x) for x in [last, *leases[1:]]))
+    for r in runs:
+        assert await env.store.current(r) is None
+    assert (await env.store.current(held)) is not None

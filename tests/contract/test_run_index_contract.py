@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -68,3 +69,14 @@ async def test_a_wiped_index_is_unsure_until_vouched_for(index: RunIndex) -> Non
     await index.vouch()
     assert await index.claim(later) == "known"
     assert await index.claim(f"n-{uuid.uuid4().hex[:8]}") == "new"
+
+
+async def test_claims_made_together_each_get_their_own_answer(index: RunIndex) -> None:
+    """Run ids claimed at once (one pipeline on Redis): each is new once, a repeat in the same
+    batch and an id claimed earlier are known."""
+    runs = [f"r-{uuid.uuid4().hex[:8]}" for _ in range(10)]
+    assert await index.claim(runs[0]) == "new"
+    answers = await asyncio.gather(*(index.claim(r) for r in [*runs, runs[1]]))
+    assert answers == ["known", "new", *["new"] * 8, "known"]
+    await flush(index)
+    assert await asyncio.gather(*(index.claim(r) for r in runs[:3])) == ["unsure"] * 3

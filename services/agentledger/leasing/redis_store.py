@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -11,6 +12,7 @@ import redis.exceptions
 from redis.asyncio import Redis
 
 from agentledger.bus.port import Holder
+from agentledger.coalesce import Coalescer
 from agentledger.errors import (
     ConfigurationError,
     LeaseHeldError,
@@ -72,6 +74,14 @@ class RedisLeaseStore(LeaseStore):
         self._shas: dict[str, str] = {}
         # A cluster spreads the runs' keys over slots: one script cannot read them all.
         self._cluster = is_cluster(client)
+        # The acquisitions and releases of runs opened and closed together: one script call
+        # for all of them (one Redis), each run's body as it runs alone (DESIGN.md §13).
+        self._acquires: Coalescer[tuple[str, tuple[int | str, ...]], Any] = Coalescer(
+            partial(self._eval_batch, scripts.ACQUIRE), name="lease-acquires"
+        )
+        self._releases: Coalescer[tuple[str, tuple[int | str, ...]], Any] = Coalescer(
+            partial(self._eval_batch, scripts.RELEASE), name="lease-releases"
+        )
 
     @classmethod
     def from_settings(cls, settings: CommonSettings) -> RedisLeaseStore:
@@ -122,8 +132,11 @@ class RedisLeaseStore(LeaseStore):
     async def acquire(self, run_id: str, owner: str, ttl_ms: int, *, floor: int = 0) -> Lease:
         """Take the lease if free, expired or ``owner``'s; fence = max(stored, floor) + 1."""
         _check_ttl(ttl_ms)
-        reply = await self._eval(
-            scripts.ACQUIRE, self.key(run_id), owner, ttl_ms, max(floor, 0), self._retain_ms
+        call = (self.key(run_id), (owner, ttl_ms, max(floor, 0), self._retain_ms))
+        reply = await (
+            self._eval(scripts.ACQUIRE, call[0], *call[1])
+            if self._cluster
+            else self._acquires(call)
         )
         if int(reply[0]) == 1:
             return Lease(run_id, owner, int(reply[1]), int(reply[2]))
@@ -173,7 +186,11 @@ class RedisLeaseStore(LeaseStore):
 
     async def release(self, lease: Lease) -> None:
         """Free the run if still held with this fence; the fence stays (idempotent)."""
-        await self._eval(scripts.RELEASE, self.key(lease.run_id), lease.owner, lease.fence)
+        call = (self.key(lease.run_id), (lease.owner, lease.fence))
+        if self._cluster:
+            await self._eval(scripts.RELEASE, call[0], *call[1])
+        else:
+            await self._releases(call)
 
     async def current(self, run_id: str) -> Lease | None:
         """The live lease of the run, or None."""
@@ -254,6 +271,15 @@ class RedisLeaseStore(LeaseStore):
             return result
 
         return await self._guarded(run)
+
+    async def _eval_batch(
+        self, script: str, calls: Sequence[tuple[str, tuple[int | str, ...]]]
+    ) -> list[Any]:
+        """The replies of ``script`` for ``calls`` (a batch of a :class:`Coalescer`): one
+        plain call when it is alone, else one call of the script for many."""
+        if len(calls) == 1:
+            return [await self._eval(script, calls[0][0], *calls[0][1])]
+        return await self._eval_many(script, calls)
 
     async def _sha(self, script: str) -> str:
         """The script's SHA1, computed here: Redis names a script by it, so a first call needs

@@ -12,10 +12,14 @@ from an older snapshot keeps an old sentinel and loses newer entries, as it lose
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, Literal
 
+from redis.asyncio import Redis
+
+from agentledger.coalesce import Coalescer
 from agentledger.leasing.redis_store import run_tag
-from agentledger.redisclient import RedisKeyspace
+from agentledger.redisclient import RedisKeyspace, is_cluster
 
 Claim = Literal["new", "known", "unsure"]
 
@@ -71,26 +75,39 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
         """The entry of one run."""
         return f"{self._prefix}:{{{run_tag(run_id)}}}:opened"
 
+    def __init__(self, client: Redis, **keyspace: Any) -> None:
+        super().__init__(client, **keyspace)
+        # the claims of runs opened together: one pipeline (not on a cluster, whose pipeline
+        # does not keep the sentinel's read ahead of the claims on other nodes)
+        self._claims: Coalescer[str, Claim] | None = (
+            None if is_cluster(client) else Coalescer(self._claim_many, name="run-claims")
+        )
+
     async def claim(self, run_id: str) -> Claim:
         """One round trip: is the sentinel there, and was the entry absent (SET NX)?
 
         Not atomic across the two keys, and it need not be: the sentinel read first means the
         index was whole at that moment, and ``new`` is a statement about the log, which a later
-        wipe of Redis does not change.
+        wipe of Redis does not change. Runs claimed together share the round trip: one
+        pipeline reads the sentinel, then sets each entry, in that order.
         """
+        if self._claims is not None:
+            return await self._claims(run_id)
+        return (await self._claim_many([run_id]))[0]
 
+    async def _claim_many(self, run_ids: Sequence[str]) -> list[Claim]:
         async def ask() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.exists(self.sentinel)
-            pipe.set(self.key(run_id), b"1", nx=True)
+            for run_id in run_ids:
+                pipe.set(self.key(run_id), b"1", nx=True)
             result: list[Any] = await pipe.execute()
             return result
 
         replies = await self._guarded(ask)
-        whole, created = int(replies[0]) == 1, bool(replies[1])
-        if not whole:
-            return "unsure"
-        return "new" if created else "known"
+        if int(replies[0]) != 1:
+            return ["unsure" for _ in run_ids]
+        return ["new" if created else "known" for created in replies[1:]]
 
     async def vouch(self) -> None:
         """Set the sentinel (kept if already there)."""
