@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from agentledger._core.gc_tuning import GC_THRESHOLDS, tune_collector
+from agentledger._core.gc_tuning import GC_THRESHOLDS, collector_paused, tune_collector
 
 
 class _Node:
@@ -31,3 +31,32 @@ def test_tuning_raises_the_thresholds_and_freezes_what_exists() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_a_paused_collector_is_off_inside_and_as_it_was_after() -> None:
+    """Inside collector_paused (nested too) the collector is off; after the outermost block it
+    is on again if it was on before, and stays off if it was off."""
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_paused_collector_is_restored_when_the_block_fails() -> None:
+    """An error inside collector_paused leaves the collector as it was found."""
+    try:
+        with collector_paused():
+            raise KeyError
+    except KeyError:
+        pass
+    assert gc.isenabled()

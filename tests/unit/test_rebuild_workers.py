@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+from typing import Any
+
+import pytest
+
+from agentledger.projector import workers
 from agentledger.projector.settings import ProjectorSettings
 from agentledger.projector.workers import child_env, shares, worker_count
 
@@ -54,3 +60,41 @@ def test_a_child_gets_the_resolved_settings_and_secrets_in_clear() -> None:
     assert env["AGENTLEDGER_HASH_KEY"] == settings.hash_key.get_secret_value()
     assert "*" not in env["AGENTLEDGER_HASH_KEY"]
     assert env["AGENTLEDGER_PROJECTOR_WEB_ENABLED"] == "true"
+
+
+class _Port:
+    """A store or reader that opens and closes (the fold itself is replaced)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @classmethod
+    def from_url(cls, *args: Any, **kwargs: Any) -> _Port:
+        return cls()
+
+    async def __aenter__(self) -> _Port:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+async def test_a_share_folds_with_the_collector_off_and_leaves_it_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker's share folds with the cyclic collector off (its runs stay alive until written)
+    and the collector is on again once the share is done."""
+    seen: list[bool] = []
+
+    async def fold(*args: Any, **kwargs: Any) -> None:
+        seen.append(gc.isenabled())
+
+    monkeypatch.setattr(workers, "fold_ranges", fold)
+    monkeypatch.setattr(workers, "RedisViewStore", _Port)
+    monkeypatch.setattr(workers, "KafkaLogReader", _Port)
+    settings = ProjectorSettings(kafka_bootstrap="127.0.0.1:9", redis_url="redis://127.0.0.1:1/0")
+    spec = {"namespace": "n", "ranges": [["t", 0, 0, 5]], "partitions": 1, "parked_max": 10}
+    assert gc.isenabled()
+    await workers._fold_share(settings, spec | {"chunk": 5}, lambda _: None)
+    assert seen == [False]
+    assert gc.isenabled()

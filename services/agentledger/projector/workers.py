@@ -19,19 +19,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any
 
 import structlog
 
-from agentledger._core.gc_tuning import GC_THRESHOLDS, tune_collector
+from agentledger._core.gc_tuning import collector_paused, tune_collector
 from agentledger.errors import ConfigurationError, RebuildWorkerError
 from agentledger.events.codec import EventCodec
 from agentledger.logdefaults import configure_logging
@@ -169,24 +168,10 @@ class ProcessReplayer(Replayer):
     async def _fold_here(self, spec: dict[str, Any], heard: Callable[[int], None]) -> BulkCounts:
         """Fold one share in this process, as a child would (its failure is a worker's)."""
         try:
-            with _collector_tuned():
-                return await _fold_share(self._settings, spec, heard)
+            return await _fold_share(self._settings, spec, heard)
         except Exception as e:
             msg = f"rebuild worker of partitions {_numbers(spec)} failed: {type(e).__name__}: {e}"
             raise RebuildWorkerError(msg) from e
-
-
-@contextlib.contextmanager
-def _collector_tuned() -> Iterator[None]:
-    """The projector's collector thresholds while this process folds a share (see
-    :func:`~agentledger._core.gc_tuning.tune_collector`: the folded views stay alive until
-    written, and the default thresholds would traverse them again and again), restored after."""
-    before = gc.get_threshold()
-    gc.set_threshold(*GC_THRESHOLDS)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -272,32 +257,35 @@ async def _fold_share(
             heard(counts.records)
 
     codec = EventCodec()
-    async with (
-        RedisViewStore.from_url(
-            settings.redis_url,
-            key_prefix=settings.key_prefix,
-            codec=codec,
-            retention_ms=settings.retention,
-            settings=settings,
-        ) as store,
-        KafkaLogReader(
-            settings.kafka_bootstrap,
-            connect_timeout_ms=settings.kafka_connect_timeout_ms,
-            settings=settings,
-        ) as reader,
-    ):
-        await fold_ranges(
-            store,
-            reader,
-            str(spec["namespace"]),
-            ranges,
-            chunk=int(spec["chunk"]),
-            codec=codec,
-            counts=counts,
-            on_records=report,
-            partitions=spec["partitions"],
-            parked_max=int(spec["parked_max"]),
-        )
+    # the share's runs stay in memory until written: no collector passes over them (its fold
+    # makes no cycles to speak of; see collector_paused)
+    with collector_paused():
+        async with (
+            RedisViewStore.from_url(
+                settings.redis_url,
+                key_prefix=settings.key_prefix,
+                codec=codec,
+                retention_ms=settings.retention,
+                settings=settings,
+            ) as store,
+            KafkaLogReader(
+                settings.kafka_bootstrap,
+                connect_timeout_ms=settings.kafka_connect_timeout_ms,
+                settings=settings,
+            ) as reader,
+        ):
+            await fold_ranges(
+                store,
+                reader,
+                str(spec["namespace"]),
+                ranges,
+                chunk=int(spec["chunk"]),
+                codec=codec,
+                counts=counts,
+                on_records=report,
+                partitions=spec["partitions"],
+                parked_max=int(spec["parked_max"]),
+            )
     return counts
 
 
