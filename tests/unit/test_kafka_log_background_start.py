@@ -85,11 +85,11 @@ async def test_a_failed_start_is_the_error_of_each_call(monkeypatch: pytest.Monk
     monkeypatch.setattr(log, "_open_producer", open_producer)
     monkeypatch.setattr(log._reader, "warm", warm)
     log.start_soon()
-    with pytest.raises(ConfigurationError, match="bg.steps"):
+    with pytest.raises(ConfigurationError, match=r"bg\.steps"):
         await log.run_end_positions("run-1")
-    with pytest.raises(ConfigurationError, match="bg.steps"):
+    with pytest.raises(ConfigurationError, match=r"bg\.steps"):
         await log.read_run("run-1")
-    with pytest.raises(ConfigurationError, match="bg.steps"):
+    with pytest.raises(ConfigurationError, match=r"bg\.steps"):
         await log.publish([])
     await log.stop()
 
