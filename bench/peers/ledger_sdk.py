@@ -139,7 +139,11 @@ class LedgerSdkPeer(Peer):
         try:
             # The worker's own ports: one Redis client for leases and views whose pool waits
             # for a free connection (redis_max_connections), and the group-commit log.
-            ports = await stack.enter_async_context(WorkerPorts(self.settings))
+            # As agentledger.connect() opens them: the producer's start goes on while a resume
+            # reads Redis.
+            ports = await stack.enter_async_context(
+                WorkerPorts(self.settings, kafka_in_background=True)
+            )
         except BaseException:
             await self.stop()
             raise

@@ -65,7 +65,18 @@ class _CheckedEnvironment(PydanticBaseSettingsSource):
         typo = unknown_variables({k.upper(): v for k, v in self._env.env_vars.items()})
         if typo is not None:
             raise ConfigurationError(typo)
+        if not self._reads_any():
+            return {}
         return self._env()
+
+    def _reads_any(self) -> bool:
+        """Whether the environment holds a variable some field reads: without one, the source
+        would walk every field's annotation to find nothing (most of a fresh process's first
+        settings build, inside a resume's time). Nested variables need the walk."""
+        if self._env.env_nested_delimiter:
+            return True
+        present = {k.upper() for k in self._env.env_vars}
+        return not present.isdisjoint(_fields_of(self.settings_cls))
 
 
 class CommonSettings(BaseSettings):

@@ -88,6 +88,10 @@ async def _ends_and_view(
     ends = asyncio.ensure_future(log.run_end_positions(run_id))
     try:
         at = await reader.load_at_every(run_id)
+        if at is not None and at.view is not None and not ends.done():
+            # While the offsets are asked: the place and state of every effect, which the
+            # resume reads next (open intents, the effect index), kept with the stored values.
+            at.view.effect_places()
     except BaseException:
         ends.cancel()
         with contextlib.suppress(BaseException):

@@ -53,6 +53,7 @@ class Ports:
         pool_wait_s: float = DEFAULT_POOL_WAIT_S,
         views: ViewReader | None = None,
         use_views: bool = True,
+        kafka_in_background: bool = False,
     ) -> None:
         if settings.kafka_bootstrap is None or settings.redis_url is None:
             msg = "settings need kafka_bootstrap and redis_url (resolve them in the CLI)"
@@ -81,6 +82,7 @@ class Ports:
             self.redis, key_prefix=prefix, url=endpoint, outage_budget_s=budget
         )
         self.views: ViewReader | None = views or (self.store if use_views else None)
+        self._kafka_in_background = kafka_in_background
         self._started = False
         self._stopped = False
 
@@ -99,10 +101,17 @@ class Ports:
     async def start(self) -> None:
         """Check Redis and connect the event log, the two beside each other (a fresh process's
         first resume waits for the slower, not for their sum). Redis's error is the one told
-        when both fail; a log that started beside a failed check is stopped again."""
+        when both fail; a log that started beside a failed check is stopped again.
+
+        With ``kafka_in_background`` the start returns once Redis is checked: the log goes on
+        connecting and each of its calls waits for it (and raises its error): a resume then
+        reads the run index and the view from Redis while the producer starts (DESIGN.md §13,
+        "Resume at the cost of its reads, session 14")."""
         if self._started:
             return
         self._started = True
+        if self._kafka_in_background:
+            self.log.start_soon()
         redis_checked, log_started = await asyncio.gather(
             ride_out(
                 lambda: check_mode(self.redis, endpoint=self.endpoint),
@@ -110,7 +119,7 @@ class Ports:
                 endpoint=self.endpoint,
                 budget_s=self.settings.outage_budget_s,
             ),
-            self.log.start(),
+            _nothing() if self._kafka_in_background else self.log.start(),
             return_exceptions=True,
         )
         if isinstance(redis_checked, BaseException):
@@ -132,6 +141,10 @@ class Ports:
             await bounded_close(self.redis.aclose(), f"redis client of {self.endpoint}")
 
 
+async def _nothing() -> None:
+    """An awaitable that does nothing (the log's start when it goes on in the background)."""
+
+
 class WorkerPorts(Ports):
     """:class:`Ports` of one worker process, shaped by its settings.
 
@@ -141,7 +154,13 @@ class WorkerPorts(Ports):
     ``settings.producer_id``.
     """
 
-    def __init__(self, settings: WorkerSettings, *, views: ViewReader | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        views: ViewReader | None = None,
+        kafka_in_background: bool = False,
+    ) -> None:
         super().__init__(
             settings,
             transactional_id=settings.producer_id,
@@ -149,5 +168,6 @@ class WorkerPorts(Ports):
             pool_wait_s=settings.redis_pool_wait_s,
             views=views,
             use_views=settings.use_views,
+            kafka_in_background=kafka_in_background,
         )
         self.settings: WorkerSettings = settings

@@ -168,6 +168,7 @@ class KafkaEventLog(EventLog):
         self._closing = False
         self._stopped = False
         self._fenced: ProducerFencedError | None = None
+        self._starting: asyncio.Future[None] | None = None
         self._partitions: int | None = None
         # End offsets (just past the last record) of what this log committed, per partition: the
         # coordinator writes the markers after EndTxn returns, so for a few ms the last stable
@@ -190,6 +191,32 @@ class KafkaEventLog(EventLog):
 
     async def start(self) -> None:
         """Connect (UnreachableError within the connect timeout) and start the commit loop."""
+        self.start_soon()
+        await self.started()
+
+    def start_soon(self) -> None:
+        """Begin connecting and return: every call of the port waits until the start is done
+        (and raises its error, if it failed), so a caller can do other work meanwhile (a
+        resume reads its view from Redis while the producer's InitProducerId is under way)."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+
+    async def started(self) -> None:
+        """Wait for the start begun by :meth:`start_soon`; raise its error if it failed."""
+        starting = self._starting
+        if starting is None:
+            raise PublishError("the event log is not running (use it inside `async with`)")
+        if not starting.done():
+            await asyncio.shield(starting)
+        starting.result()
+
+    async def _after_start(self) -> None:
+        """Wait for a start begun and not yet done (a log never started is left to fail as
+        before: it has no producer)."""
+        if self._starting is not None:
+            await self.started()
+
+    async def _start(self) -> None:
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
         # The producer (InitProducerId needs no topic) connects beside the reader's offsets
         # consumer, which a resume needs too and whose first metadata request (every topic)
@@ -215,6 +242,11 @@ class KafkaEventLog(EventLog):
             return
         self._stopped = True
         self._closing = True
+        starting = self._starting
+        if starting is not None:  # a start still under way is given up; its error is not told
+            starting.cancel()
+            with contextlib.suppress(BaseException):
+                await starting
         self._wakeup.set()
         if self._loop_task is not None:
             try:
@@ -237,6 +269,8 @@ class KafkaEventLog(EventLog):
         committed. Raises StaleFenceError, PublishError (retryable) or ProducerFencedError."""
         if self._fenced is not None:
             raise ProducerFencedError(str(self._fenced)) from self._fenced
+        if self._loop_task is None and not self._closing:
+            await self._after_start()
         if self._closing or self._loop_task is None:
             raise PublishError("the event log is not running (use it inside `async with`)")
         batch = tuple(events)
@@ -253,18 +287,23 @@ class KafkaEventLog(EventLog):
     ) -> list[RunEvent]:
         """Every committed event of the run (from ``since``), sorted by seq (see
         :class:`RunReader`)."""
+        await self._after_start()
         partitions = await self._partitions_riding_out()
         return await self._reader.read_run(run_id, partitions, self._written, since=since)
 
     async def run_end_positions(self, run_id: str) -> list[Position]:
         """The last stable offsets of the run's partition in every run topic, never before what
         this log committed (read-your-writes while the commit markers are being written)."""
+        # After the start: its InitProducerId fenced a predecessor with this transactional id
+        # and aborted what it left open, so no write of its can commit after these offsets.
+        await self._after_start()
         positions = await self._reader.end_positions(run_id, await self._partitions_riding_out())
         return self._at_least_written(positions)
 
     async def runs_end_positions(self, run_ids: Sequence[str]) -> dict[str, list[Position]]:
         """:meth:`run_end_positions` of each run from one ListOffsets round (shared with
         concurrent callers as a single run's is)."""
+        await self._after_start()
         found = await self._reader.runs_end_positions(run_ids, await self._partitions_riding_out())
         return {run_id: self._at_least_written(positions) for run_id, positions in found.items()}
 
@@ -286,6 +325,7 @@ class KafkaEventLog(EventLog):
         written: its records and marker take offsets)."""
         if self._written:
             return False
+        await self._after_start()
         ends = await self._reader.all_end_offsets(await self._partitions_riding_out())
         return all(offset == 0 for offset in ends.values())
 

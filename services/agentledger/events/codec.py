@@ -46,11 +46,6 @@ class EventCodec:
         pydantic; ``model_dump`` then fastavro), and
         ``compiled=False`` takes the exec'd fast readers even when compiled ones were built
         (see :mod:`agentledger.events.avro_compiled`): tests compare the paths."""
-        self._schemas = schemas or default_schema_set()
-        missing = set(EVENT_BY_NAME) - set(self._schemas.current)
-        if missing:
-            msg = f"no Avro schema for events {sorted(missing)} in schemas/"
-            raise DecodeError(msg)
         # records written with a current schema (nearly all) take a generated reader that
         # answers only when it is sure, else the full path below decides (see avro_fast). A
         # reader is compiled when its first record is decoded: a process that decodes few
@@ -61,15 +56,31 @@ class EventCodec:
         self._fast_writes = fast
         self._use_compiled = compiled
         self._uncompiled: dict[bytes, tuple[type[Event], dict[str, Any]]] = {}
-        for name, fp in self._schemas.current_fingerprints.items() if fast else ():
+        # The default schema set is read (24 files parsed and fingerprinted, ~3 ms) when the
+        # first record is encoded or decoded: a resume from the views does neither before it
+        # is ready.
+        self._schemas: SchemaSet | None = None
+        if schemas is not None:
+            self._use(schemas)
+
+    def _use(self, schemas: SchemaSet) -> SchemaSet:
+        missing = set(EVENT_BY_NAME) - set(schemas.current)
+        if missing:
+            msg = f"no Avro schema for events {sorted(missing)} in schemas/"
+            raise DecodeError(msg)
+        for name, fp in schemas.current_fingerprints.items() if self._fast_writes else ():
             model = EVENT_BY_NAME.get(name)
-            known = self._schemas.writers.get(fp)
-            if model is None or known is None or known[1] is not self._schemas.current[name]:
+            known = schemas.writers.get(fp)
+            if model is None or known is None or known[1] is not schemas.current[name]:
                 continue
             self._uncompiled[fp] = (model, known[1])
+        self._schemas = schemas
+        return schemas
 
     def _compiled(self, fp: bytes) -> Reader | None:
         """The fast reader of ``fp``, compiled now if it is its first record (None: none)."""
+        if self._schemas is None:
+            self._use(default_schema_set())
         wanted = self._uncompiled.pop(fp, None)
         if wanted is None:
             return None
@@ -80,8 +91,10 @@ class EventCodec:
 
     @property
     def schemas(self) -> SchemaSet:
-        """The schema set this codec reads and writes with."""
-        return self._schemas
+        """The schema set this codec reads and writes with (the default one read now if no
+        record was encoded or decoded yet)."""
+        found = self._schemas
+        return found if found is not None else self._use(default_schema_set())
 
     def encode(self, event: Event) -> bytes:
         """Serialize ``event`` with its current schema (the fast writer's bytes are fastavro's:
@@ -100,8 +113,9 @@ class EventCodec:
 
     def _writer_of(self, kind: type[Event]) -> tuple[bytes, Writer | None]:
         name = kind.__name__
-        header = MAGIC + self._schemas.current_fingerprints[name]
-        fast = compile_writer(kind, self._schemas.current[name]) if self._fast_writes else None
+        schemas = self.schemas
+        header = MAGIC + schemas.current_fingerprints[name]
+        fast = compile_writer(kind, schemas.current[name]) if self._fast_writes else None
         return header, fast
 
     def _slow_encode(self, event: Event) -> bytes:
@@ -109,8 +123,9 @@ class EventCodec:
         name = type(event).__name__
         buf = io.BytesIO()
         buf.write(MAGIC)
-        buf.write(self._schemas.current_fingerprints[name])
-        fastavro.schemaless_writer(buf, self._schemas.current[name], event.model_dump())
+        schemas = self.schemas
+        buf.write(schemas.current_fingerprints[name])
+        fastavro.schemaless_writer(buf, schemas.current[name], event.model_dump())
         return buf.getvalue()
 
     def decode(
@@ -127,7 +142,7 @@ class EventCodec:
         if type(data) is bytes and data[:2] == MAGIC:
             fp = data[2:HEADER_LEN]
             fast = self._fast.get(fp)
-            if fast is None and self._uncompiled:
+            if fast is None and (self._uncompiled or self._schemas is None):
                 fast = self._compiled(fp)
             if fast is not None:
                 try:
@@ -138,7 +153,7 @@ class EventCodec:
                     if isinstance(found, Event):
                         return found
                     where = {"topic": topic, "partition": partition, "offset": offset}
-                    model = EVENT_BY_NAME[self._schemas.writers[fp][0]]
+                    model = EVENT_BY_NAME[self.schemas.writers[fp][0]]
                     return self._validated(model, found, where)
         return self._decode_full(data, {"topic": topic, "partition": partition, "offset": offset})
 
@@ -152,7 +167,8 @@ class EventCodec:
                 **where,
             )
         fp = bytes(data[2:HEADER_LEN])
-        known = self._schemas.writers.get(fp)
+        schemas = self.schemas
+        known = schemas.writers.get(fp)
         if known is None:
             raise UnknownSchemaError(
                 f"unknown schema fingerprint {fp.hex()} (written by a newer or foreign producer)",
@@ -160,7 +176,7 @@ class EventCodec:
             )
         name, writer = known
         model = EVENT_BY_NAME.get(name)
-        reader = self._schemas.current.get(name)
+        reader = schemas.current.get(name)
         if model is None or reader is None:
             raise UnknownSchemaError(f"record {name} is no longer a known event", **where)
         try:

@@ -77,7 +77,9 @@ async def connect(
     resolved = await resolve_settings(settings or WorkerSettings())
     await ensure_topics(resolved, topic_specs(resolved))
     async with AsyncExitStack() as stack:
-        ports = await stack.enter_async_context(WorkerPorts(resolved))
+        # the topics were just checked: the producer's start may go on while a first resume
+        # reads Redis (each call of the log waits for it)
+        ports = await stack.enter_async_context(WorkerPorts(resolved, kafka_in_background=True))
         started = await open_providers(stack, providers or {}, resolved.state_dir)
         ledger = Ledger.from_settings(
             resolved, log=ports.log, leases=ports.leases, providers=started, views=ports.views
