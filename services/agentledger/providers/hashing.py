@@ -95,13 +95,18 @@ def _check(value: object, path: str, depth: int) -> None:
     raise CanonicalJsonError(f"{type(value).__name__} is not a JSON type", path=path)
 
 
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+#: allow_nan=False)``, with the encoder made once: ``json.dumps`` with any argument but the
+#: defaults builds a new ``JSONEncoder`` at every call, and it keeps no state between calls.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+).encode
+
+
 def canonical_json(value: object) -> bytes:
     """The one byte encoding of a JSON value: sorted keys, no whitespace, UTF-8."""
     _check(value, "$", 0)
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-    return text.encode("utf-8")
+    return _CANONICAL(value).encode("utf-8")
 
 
 def sha256_hex(value: object) -> str:
