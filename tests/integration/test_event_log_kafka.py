@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentledger.bus.admin import delete_topics, kafka_admin
 from agentledger.bus.kafka import KafkaEventLog
-from agentledger.bus.partitioning import run_key
+from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import FenceGuard, Holder
 from agentledger.errors import (
     AgentLedgerError,
@@ -287,3 +287,50 @@ async def test_a_transaction_the_broker_timed_out_is_written_again_on_a_new_prod
         assert [e.seq for e in await log.read_run("slow")] == [1, 2]
         assert guard.checks == 3  # the late check, the one of the rewrite, the next publish
         assert log.stats.producer_resets == 1
+
+
+async def _last_offsets_by_key(
+    settings: CommonSettings, topic: str, partition: int, keys: set[bytes]
+) -> dict[bytes, int]:
+    """The offset of the last committed record of each key of ``keys`` in one partition."""
+    tp = TopicPartition(topic, partition)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end = (await consumer.end_offsets([tp]))[tp]
+        last: dict[bytes, int] = {}
+        while await consumer.position(tp) < end:
+            for record in (await consumer.getmany(tp, timeout_ms=1000)).get(tp, []):
+                if record.key in keys:
+                    last[record.key] = record.offset
+        return last
+    finally:
+        await consumer.stop()
+
+
+async def test_a_commit_of_many_runs_knows_where_each_partition_ends(
+    ledger_settings: CommonSettings,
+) -> None:
+    """After one group commit of many runs with several events each (one batch a partition),
+    the log's committed end of each partition is just past its last record there."""
+    async with KafkaEventLog(ledger_settings, transactional_id="batches") as log:
+        runs = [f"batched-{i}-{id(log)}" for i in range(30)]
+        await asyncio.gather(*(log.publish([started(r, seq) for seq in (1, 2, 3)]) for r in runs))
+        assert log.stats.commits < len(runs)
+        topic = log.topics.steps
+        count = await log._partitions_riding_out()
+        by_partition: dict[int, set[bytes]] = {}
+        for r in runs:
+            by_partition.setdefault(partition_for(run_key(r), count), set()).add(run_key(r))
+        for partition, keys in by_partition.items():
+            last = await _last_offsets_by_key(ledger_settings, topic, partition, keys)
+            assert set(last) == keys
+            assert log.committed_end(topic, partition) == max(last.values()) + 1
+        for r in runs[::7]:
+            assert [e.seq for e in await log.read_run(r)] == [1, 2, 3]

@@ -30,7 +30,9 @@ from types import TracebackType
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.structs import RecordMetadata
 
+from agentledger.bus.batching import by_partition
 from agentledger.bus.clients import (
     bootstrap_of,
     started,
@@ -616,12 +618,8 @@ class KafkaEventLog(EventLog):
         stage[0] = "begin"
         await producer.begin_transaction()
         stage[0] = "send"
-        sent = [
-            await producer.send(topic, value=value, key=key)
-            for p in batch
-            for topic, key, value in p.records
-        ]
-        metadata = await asyncio.gather(*sent)
+        sent = await _send_batches(producer, [r for p in batch for r in p.records])
+        metadata = await asyncio.gather(*(future for future, _ in sent))
         if checking is not None:
             stage[0] = "fence check"
             try:
@@ -636,9 +634,9 @@ class KafkaEventLog(EventLog):
                 raise _StaleClaims(stale)
         stage[0] = "commit"
         await producer.commit_transaction()
-        for md in metadata:
-            tp = (md.topic, md.partition)
-            self._written[tp] = max(self._written.get(tp, 0), md.offset + 1)
+        for md, (_, count) in zip(metadata, sent, strict=True):
+            tp = (md.topic, md.partition)  # a batch's metadata: its first record's offset
+            self._written[tp] = max(self._written.get(tp, 0), md.offset + count)
 
     async def _reset_producer(self) -> None:
         """Replace the producer after a failed transaction; the replacement's InitProducerId
@@ -726,3 +724,30 @@ class KafkaEventLog(EventLog):
         for p in batch:
             if not p.done.done():
                 p.done.set_exception(error)
+
+
+async def _send_batches(
+    producer: AIOKafkaProducer, records: list[Encoded]
+) -> list[tuple[asyncio.Future[RecordMetadata], int]]:
+    """Send ``records`` in the open transaction: each partition's keyed records as one batch
+    (:func:`~agentledger.bus.batching.by_partition`; a second batch when one is full), the
+    unkeyed ones one by one. Each future resolves to the metadata of its first record; the
+    int is how many records it carries."""
+    partitions = {
+        topic: list(await producer.partitions_for(topic)) for topic in {r[0] for r in records}
+    }
+    groups, unkeyed = by_partition(records, partitions)
+    sent: list[tuple[asyncio.Future[RecordMetadata], int]] = []
+    for (topic, partition), items in groups.items():
+        builder = producer.create_batch()
+        for key, value in items:
+            if builder.append(timestamp=None, key=key, value=value) is None:  # full
+                future = await producer.send_batch(builder, topic, partition=partition)
+                sent.append((future, builder.record_count()))
+                builder = producer.create_batch()
+                builder.append(timestamp=None, key=key, value=value)  # the first always fits
+        future = await producer.send_batch(builder, topic, partition=partition)
+        sent.append((future, builder.record_count()))
+    for topic, no_key, value in unkeyed:
+        sent.append((await producer.send(topic, value=value, key=no_key), 1))
+    return sent

@@ -18,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import json.encoder
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from agentledger.errors import CanonicalJsonError
 from agentledger.settings import DEFAULT_HASH_KEY
@@ -95,13 +97,32 @@ def _check(value: object, path: str, depth: int) -> None:
     raise CanonicalJsonError(f"{type(value).__name__} is not a JSON type", path=path)
 
 
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+#: allow_nan=False)``, with the encoder made once: ``json.dumps`` with any argument but the
+#: defaults builds a new ``JSONEncoder`` at every call, and it keeps no state between calls.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
+#: Its C encoder, made once too (``JSONEncoder.encode`` makes one a call), without the
+#: circular-reference marks: :func:`_check` has already refused anything nested deeper than
+#: ``_MAX_DEPTH``, so a value that reaches it is a finite tree. None without the C module.
+_make_c_encoder: Callable[..., Any] | None = getattr(json.encoder, "c_make_encoder", None)
+_C_CANONICAL = (
+    None
+    if _make_c_encoder is None
+    else _make_c_encoder(
+        None, _CANONICAL.default, json.encoder.encode_basestring, None, ":", ",", True, False,
+        False,
+    )
+)  # fmt: skip
+
+
 def canonical_json(value: object) -> bytes:
     """The one byte encoding of a JSON value: sorted keys, no whitespace, UTF-8."""
     _check(value, "$", 0)
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-    return text.encode("utf-8")
+    if _C_CANONICAL is None or isinstance(value, str):
+        return _CANONICAL.encode(value).encode("utf-8")
+    return "".join(_C_CANONICAL(value, 0)).encode("utf-8")
 
 
 def sha256_hex(value: object) -> str:
