@@ -1,0 +1,107 @@
+"""zstd record batches decoded with a reused context: aiokafka's bytes and errors, its readers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import cramjam
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentledger import zstd_batches
+from agentledger.kafkaclient import kafka_options
+
+
+def _cramjam(payload: bytes) -> bytes:
+    """aiokafka's own zstd decoder (what ``zstd_batches`` falls back to)."""
+    return bytes(cramjam.zstd.decompress(payload))
+
+
+def _frame(data: bytes) -> bytes:
+    return bytes(cramjam.zstd.compress(data))
+
+
+def _outcome(decoder: Callable[[bytes], bytes], payload: bytes) -> object:
+    try:
+        return decoder(payload)
+    except Exception as e:  # noqa: BLE001 - the comparison is of what each raises
+        return type(e)
+
+
+@st.composite
+def _payloads(draw: st.DrawFn) -> bytes:
+    """One frame, several, a frame with bytes after it, a cut or flipped frame, or noise."""
+    texts = draw(st.lists(st.binary(max_size=3000), min_size=1, max_size=3))
+    frames = [_frame(t) for t in texts]
+    shape = draw(st.sampled_from(["one", "many", "trailing", "cut", "flipped", "noise"]))
+    if shape == "one":
+        return frames[0]
+    if shape == "many":
+        return b"".join(frames)
+    if shape == "trailing":
+        return frames[0] + draw(st.binary(min_size=1, max_size=8))
+    if shape == "cut":
+        return frames[0][: draw(st.integers(0, len(frames[0]) - 1))]
+    if shape == "flipped":
+        at = draw(st.integers(0, len(frames[0]) - 1))
+        return frames[0][:at] + bytes([frames[0][at] ^ 0xFF]) + frames[0][at + 1 :]
+    return draw(st.binary(max_size=64))
+
+
+@given(_payloads())
+def test_decode_gives_what_aiokafkas_decoder_gives(payload: bytes) -> None:
+    """Any payload decodes to aiokafka's (cramjam's) bytes, or fails as it fails."""
+    assert _outcome(lambda p: zstd_batches.decode(p, _cramjam), payload) == _outcome(
+        _cramjam, payload
+    )
+
+
+def test_each_thread_keeps_its_own_decompressor() -> None:
+    """Two threads decoding at once each get their own context, and the right bytes."""
+    texts = [bytes([n]) * (1000 + n) for n in range(2)]
+    found: dict[int, list[bytes]] = {0: [], 1: []}
+
+    def work(n: int) -> None:
+        for _ in range(200):
+            found[n].append(zstd_batches.decode(_frame(texts[n]), _cramjam))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(out == [texts[n]] * 200 for n, out in found.items())
+
+
+def test_aiokafkas_record_reader_decodes_zstd_batches_through_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once a Kafka client's options are built, aiokafka's (compiled) record reader decodes a
+    zstd batch through zstd_batches, and reads its records back unchanged."""
+    kafka_options(None)
+    calls: list[bytes] = []
+    real = zstd_batches.decode
+
+    def counted(payload: bytes, fallback: Callable[[bytes], bytes]) -> bytes:
+        calls.append(payload)
+        return real(payload, fallback)
+
+    monkeypatch.setattr(zstd_batches, "decode", counted)
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=DefaultRecordBatch.CODEC_ZSTD,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    values = [f"value {n}".encode() * 20 for n in range(5)]
+    for n, value in enumerate(values):
+        builder.append(n, timestamp=1_000 + n, key=b"k", value=value, headers=[])
+    batch = DefaultRecordBatch(bytes(builder.build()))
+    assert [r.value for r in batch] == values
+    assert len(calls) == 1
