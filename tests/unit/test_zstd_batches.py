@@ -1,4 +1,4 @@
-"""zstd record batches decoded with a reused context: aiokafka's bytes and errors, its readers."""
+"""zstd record batches through reused contexts: aiokafka's bytes and errors, in its builders."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def test_decode_gives_what_aiokafkas_decoder_gives(payload: bytes) -> None:
     )
 
 
+@given(st.binary(max_size=5000), st.sampled_from([None, 1, 3, 9]))
+def test_encode_writes_what_aiokafkas_encoder_writes(payload: bytes, level: int | None) -> None:
+    """A payload compresses to cramjam's bytes at the same level (aiokafka's default 3)."""
+    expected = bytes(cramjam.zstd.compress(payload, level=3 if level is None else level))
+    assert zstd_batches.encode(payload, level) == expected
+
+
 def test_each_thread_keeps_its_own_decompressor() -> None:
     """Two threads decoding at once each get their own context, and the right bytes."""
     texts = [bytes([n]) * (1000 + n) for n in range(2)]
@@ -76,11 +83,11 @@ def test_each_thread_keeps_its_own_decompressor() -> None:
     assert all(out == [texts[n]] * 200 for n, out in found.items())
 
 
-def test_aiokafkas_record_reader_decodes_zstd_batches_through_it(
+def test_aiokafkas_record_batches_go_through_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Once a Kafka client's options are built, aiokafka's (compiled) record reader decodes a
-    zstd batch through zstd_batches, and reads its records back unchanged."""
+    """Once a Kafka client's options are built, aiokafka's (compiled) record builder encodes a
+    zstd batch and its reader decodes it through zstd_batches, records unchanged."""
     kafka_options(None)
     calls: list[bytes] = []
     real = zstd_batches.decode
@@ -89,7 +96,15 @@ def test_aiokafkas_record_reader_decodes_zstd_batches_through_it(
         calls.append(payload)
         return real(payload, fallback)
 
+    encoded: list[bytes] = []
+    real_encode = zstd_batches.encode
+
+    def counted_encode(payload: bytes, level: int | None = None) -> bytes:
+        encoded.append(payload)
+        return real_encode(payload, level)
+
     monkeypatch.setattr(zstd_batches, "decode", counted)
+    monkeypatch.setattr(zstd_batches, "encode", counted_encode)
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=DefaultRecordBatch.CODEC_ZSTD,
@@ -104,4 +119,4 @@ def test_aiokafkas_record_reader_decodes_zstd_batches_through_it(
         builder.append(n, timestamp=1_000 + n, key=b"k", value=value, headers=[])
     batch = DefaultRecordBatch(bytes(builder.build()))
     assert [r.value for r in batch] == values
-    assert len(calls) == 1
+    assert (len(encoded), len(calls)) == (1, 1)
