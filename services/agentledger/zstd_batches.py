@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import zstandard
 
@@ -25,6 +26,7 @@ _ORIGINAL: Callable[[bytes], bytes] | None = None
 #: The level aiokafka compresses zstd batches at when its producer names none (Kafka's default).
 DEFAULT_LEVEL = 3
 _local = threading.local()
+_installing = threading.Lock()
 
 
 def encode(payload: bytes, level: int | None = None) -> bytes:
@@ -69,15 +71,21 @@ def install() -> None:
     """Make aiokafka's record builders and readers (the Cython ones and the pure ones) encode
     and decode zstd batches with :func:`encode` and :func:`decode`; idempotent. Every module of
     aiokafka that took ``zstd_encode``/``zstd_decode`` by name gets the new ones."""
-    global _ORIGINAL  # noqa: PLW0603 - one patch of a third-party module, made once
     if _ORIGINAL is not None:
         return
     import aiokafka.codec  # noqa: PLC0415 - only what builds Kafka clients pays the import
     from aiokafka.record import default_records  # noqa: PLC0415 - as above
 
-    _ORIGINAL = aiokafka.codec.zstd_decode
-    encoder = aiokafka.codec.zstd_encode
-    modules: list[object] = [aiokafka.codec, default_records]
+    with _installing:  # clients may be built on two threads: patch once, keep the original
+        if _ORIGINAL is None:
+            _patch(aiokafka.codec, default_records)
+
+
+def _patch(codec: Any, default_records: Any) -> None:
+    global _ORIGINAL  # noqa: PLW0603 - one patch of a third-party module, made once
+    _ORIGINAL = codec.zstd_decode
+    encoder = codec.zstd_encode
+    modules: list[object] = [codec, default_records]
     try:
         from aiokafka.record._crecords import (  # noqa: PLC0415 - absent without extensions
             default_records as compiled,
