@@ -3,7 +3,9 @@
 Every ``AIOKafkaProducer``/``AIOKafkaConsumer``/``AIOKafkaAdminClient`` in ``services/`` is built
 with ``**kafka_options(settings)`` and the faust app with :func:`faust_credentials`; a unit test
 scans the package so no client is ever built without them. ``settings=None`` means the local
-plaintext stack (its own readiness probes, test helpers reading that stack).
+plaintext stack (its own readiness probes, test helpers reading that stack). Both also make
+aiokafka encode and decode zstd record batches with reused contexts
+(:mod:`agentledger.zstd_batches`), so every client built here writes and reads them that way.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import ssl
 from typing import TYPE_CHECKING, Any
 
 from agentledger.errors import ConfigurationError
+from agentledger.zstd_batches import install as install_zstd
 
 if TYPE_CHECKING:
     from agentledger.settings import CommonSettings
@@ -50,6 +53,7 @@ def ssl_context(settings: CommonSettings) -> ssl.SSLContext:
 
 def kafka_options(settings: CommonSettings | None) -> dict[str, Any]:
     """The security keyword arguments of every aiokafka client (producer, consumer, admin)."""
+    install_zstd()
     if settings is None or settings.kafka_security_protocol == "PLAINTEXT":
         return {"security_protocol": "PLAINTEXT"}
     protocol = settings.kafka_security_protocol
@@ -78,6 +82,7 @@ def faust_credentials(settings: CommonSettings) -> Any:
     (``credentials_to_aiokafka_auth``): SASL over TLS when there is a TLS context, TLS alone for
     SSL.
     """
+    install_zstd()
     import faust  # noqa: PLC0415 - faust is heavy; only the projector's app needs it
     from faust.types.auth import SASLMechanism  # noqa: PLC0415 - with faust
 

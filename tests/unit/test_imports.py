@@ -23,7 +23,7 @@ LIBRARIES = frozenset(
     {
         "_core", "alerts", "bus", "errors", "events", "kafkaclient", "leases", "leasing",
         "logdefaults", "providers", "redaction", "redisclient", "settings", "stack", "telemetry",
-        "netprobe", "outage", "tasks", "variables", "views", "coalesce",
+        "netprobe", "outage", "tasks", "variables", "views", "coalesce", "zstd_batches",
     }
 )  # fmt: skip
 # Entry points above everything: the package root re-exports the public surface (pinned by

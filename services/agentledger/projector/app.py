@@ -4,7 +4,7 @@ faust runs the app, its web server and the consumer group (with its co-partition
 the run topics' records are taken beneath its per-event path, a whole fetch at a time
 (intake.py).
 
-Two faust behaviours are changed on purpose, both documented where they are done:
+Three faust behaviours are changed on purpose, each documented where it is done:
 
 - faust's Kafka consumer reads ``read_uncommitted`` unless the app runs with
   ``processing_guarantee="exactly_once"`` (``AIOKafkaConsumerThread._create_worker_consumer``
@@ -17,6 +17,9 @@ Two faust behaviours are changed on purpose, both documented where they are done
   tables; otherwise it falls back to aiokafka's round-robin assignor, which does not keep
   partition ``p`` of every run topic on one member. ``table_standby_replicas=1`` keeps faust's
   assignor; tests/integration/test_projector_group.py checks the outcome with live instances.
+- faust's worker puts a terminal spinner on the root logger and sets that logger to DEBUG for
+  the life of the process (:class:`ProjectorWorker` does not): every debug line of aiokafka and
+  faust was then built as a record and dropped by the handlers.
 """
 
 from __future__ import annotations
@@ -41,6 +44,17 @@ READ_COMMITTED = "read_committed"
 #: How often the projector's positions are committed as the group's offsets (where a restart
 #: resumes delivery; Redis holds the progress).
 COMMIT_EVERY_S = 1.0
+
+
+class ProjectorWorker(faust.Worker):
+    """faust's worker without its terminal spinner, whose log handler set the root logger to
+    DEBUG: aiokafka's fetcher and connections then built a record for each of their debug lines
+    (several a fetch; ~4 % of a projector's CPU at 1,000 runs/s, DESIGN.md §16, session 14),
+    which the handlers, at the configured level, dropped. The root logger keeps that level."""
+
+    def on_setup_root_logger(self, logger: Any, level: int) -> None:
+        """No spinner and no handler of its own: what logging is configured stays as it is."""
+        self.spinner = None
 
 
 class _ReadCommittedConsumerThread(AIOKafkaConsumerThread):

@@ -63,9 +63,7 @@ def register(subparsers: Any) -> None:
 def _projector(_args: argparse.Namespace) -> int:
     """Run one faust worker until SIGTERM/SIGINT, or until a dependency has been unreachable
     longer than the outage budget (then its UnreachableError: one line, exit 2)."""
-    import faust  # noqa: PLC0415 - faust is heavy; only this command needs it
-
-    from agentledger.projector.app import build_app  # noqa: PLC0415
+    from agentledger.projector.app import ProjectorWorker, build_app  # noqa: PLC0415 - faust
     from agentledger.projector.runtime import ProjectorRuntime  # noqa: PLC0415
 
     settings = asyncio.run(resolve_settings(ProjectorSettings()))
@@ -92,7 +90,7 @@ def _projector(_args: argparse.Namespace) -> int:
 
     runtime = ProjectorRuntime(settings, on_fatal=on_fatal)
     app = build_app(settings, runtime)
-    worker = faust.Worker(
+    worker = ProjectorWorker(
         app,
         loop=loop,
         loglevel=settings.log_level.lower(),
