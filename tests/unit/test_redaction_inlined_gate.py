@@ -16,7 +16,7 @@ from agentledger.redaction import (
 )
 from agentledger.redaction.rules import present_chars
 from agentledger.redaction.scan import Work
-from tests.unit.test_redaction_presence import PIECES, REDACTORS, long_texts, texts
+from tests.unit.test_redaction_presence import PIECES, REDACTORS, long_texts, merged_spans, texts
 
 
 def reference_scan(redactor: Redactor, value: str) -> tuple[list[tuple[int, int, str]], Work]:
@@ -36,13 +36,7 @@ def reference_scan(redactor: Redactor, value: str) -> tuple[list[tuple[int, int,
             found.extend(
                 (begin, end, index) for begin, end in rule.find_anywhere(value, work) if end > begin
             )
-    spans: list[tuple[int, int, str]] = []
-    for begin, end, index in sorted(found):
-        if spans and begin < spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end), spans[-1][2])
-        else:
-            spans.append((begin, end, redactor.rules[index].name))
-    return spans, work
+    return merged_spans(redactor, found), work
 
 
 @settings(max_examples=400, deadline=None)

@@ -41,6 +41,20 @@ def reference_may_hold(rule: Rule, text: str, lowered: str | None) -> bool:
     return rule.hint.search(text) is not None
 
 
+def merged_spans(
+    redactor: Redactor, found: list[tuple[int, int, int]]
+) -> list[tuple[int, int, str]]:
+    """The (begin, end, rule index) finds of a reference scan as the scan's spans: sorted,
+    overlapping ones merged, named by the first rule."""
+    spans: list[tuple[int, int, str]] = []
+    for begin, end, index in sorted(found):
+        if spans and begin < spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end), spans[-1][2])
+        else:
+            spans.append((begin, end, redactor.rules[index].name))
+    return spans
+
+
 def reference_spans(redactor: Redactor, value: str) -> list[tuple[int, int, str]]:
     """``Redactor.scan(value).spans`` as it was computed before the characters' pass."""
     work = Work()
@@ -51,13 +65,7 @@ def reference_spans(redactor: Redactor, value: str) -> list[tuple[int, int, str]
             found.extend(
                 (begin, end, index) for begin, end in rule.find_anywhere(value, work) if end > begin
             )
-    spans: list[tuple[int, int, str]] = []
-    for begin, end, index in sorted(found):
-        if spans and begin < spans[-1][1]:
-            spans[-1] = (spans[-1][0], max(spans[-1][1], end), spans[-1][2])
-        else:
-            spans.append((begin, end, redactor.rules[index].name))
-    return spans
+    return merged_spans(redactor, found)
 
 
 # Pieces of secrets, of hint words and of ordinary long texts (hex ids, prose, non-ASCII).
