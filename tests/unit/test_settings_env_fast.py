@@ -11,20 +11,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 from pydantic_settings.sources import PydanticBaseEnvSettingsSource
 
 from agentledger._core.settings import WorkerSettings
-from agentledger.console.settings import ConsoleSettings
-from agentledger.fleet.settings import FleetSettings
-from agentledger.projector.settings import ProjectorSettings
-from agentledger.reconciler.settings import ReconcilerSettings
-from agentledger.settings import CommonSettings
-
-SERVICES: list[type[BaseSettings]] = [
-    CommonSettings,
-    WorkerSettings,
-    ProjectorSettings,
-    ReconcilerSettings,
-    FleetSettings,
-    ConsoleSettings,
-]
+from tests.unit.test_settings_everywhere import SERVICES
 
 ENVIRONMENTS: dict[str, dict[str, str]] = {
     "none": {},
