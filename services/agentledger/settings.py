@@ -174,8 +174,9 @@ class CommonSettings(BaseSettings):
         gt=0,
         le=100,
         description=(
-            "wait before retrying AddPartitionsToTxn after CONCURRENT_TRANSACTIONS "
-            "(KAFKA-5477; aiokafka's built-in 20 ms dominates back-to-back commits)"
+            "wait before retrying AddPartitionsToTxn or InitProducerId after "
+            "CONCURRENT_TRANSACTIONS (KAFKA-5477; aiokafka's built-in 20 ms dominates "
+            "back-to-back commits, its 100 ms a restarted writer's start)"
         ),
     )
     kafka_compression: KafkaCompression = Field(

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol, TypeVar
 
 import structlog
-from aiokafka.errors import KafkaError
+from aiokafka.errors import ConcurrentTransactions, KafkaError, for_code
 
 from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
@@ -154,11 +154,36 @@ def tune_concurrent_transactions_backoff(backoff_ms: float) -> None:
     module-level 20 ms (``BACKOFF_OVERRIDE``), not ``retry_backoff_ms``. Measured here, the
     markers take a few ms, so 20 ms tripled a single run's commit latency. The value is
     process-wide (aiokafka reads the module global at each retry).
+
+    The same wait applies to InitProducerId answered CONCURRENT_TRANSACTIONS: a producer that
+    starts with the id of one that died with a transaction open (a restarted worker; with the
+    next transaction opened ahead, any worker killed between two commits) waits while the
+    coordinator aborts it, and aiokafka would retry after ``retry_backoff_ms`` (100 ms) where
+    the abort takes a few ms.
     """
     with contextlib.suppress(ImportError):
         from aiokafka.producer import sender  # noqa: PLC0415 - aiokafka internals, guarded
 
         if hasattr(sender, "BACKOFF_OVERRIDE"):
             sender.BACKOFF_OVERRIDE = backoff_ms / 1000
+            _retry_init_pid_soon(sender)
             return
     _log.warning("aiokafka_backoff_not_tuned", reason="aiokafka has no BACKOFF_OVERRIDE")
+
+
+def _retry_init_pid_soon(sender: Any) -> None:
+    """Make aiokafka's InitProducerId handler retry CONCURRENT_TRANSACTIONS after the module's
+    BACKOFF_OVERRIDE (once per process; a later tuning changes the value it reads)."""
+    handler = getattr(sender, "InitPIDHandler", None)
+    if handler is None or getattr(handler, "_agentledger_tuned", False):
+        return
+    original = handler.handle_response
+
+    def handle_response(self: Any, response: Any) -> float | None:
+        backoff: float | None = original(self, response)
+        if backoff is not None and for_code(response.error_code) is ConcurrentTransactions:
+            return min(backoff, float(sender.BACKOFF_OVERRIDE))
+        return backoff
+
+    handler.handle_response = handle_response
+    handler._agentledger_tuned = True
