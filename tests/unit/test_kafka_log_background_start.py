@@ -38,17 +38,16 @@ def _log_with(
         said.append("producer started")
         return _Producer()
 
-    async def warm() -> None:
-        said.append("reader connected")
+    async def check_run_topics(_: object) -> None:
+        said.append("run topics checked")
 
     async def end_positions(run_id: str, partitions: int) -> list[Position]:
         said.append("end offsets")
         return [Position("bg.steps", 0, 7)]
 
     monkeypatch.setattr(log, "_open_producer", open_producer)
-    monkeypatch.setattr(log._reader, "warm", warm)
+    monkeypatch.setattr(log, "_check_run_topics", check_run_topics)
     monkeypatch.setattr(log._reader, "end_positions", end_positions)
-    monkeypatch.setattr(log._reader, "partition_counts", lambda: {"bg.steps": 4})
     log._partitions = 4  # known already: nothing else makes the offsets wait for the producer
     return log
 
@@ -68,7 +67,8 @@ async def test_end_offsets_are_asked_only_after_the_producer_started(
     assert "end offsets" not in said
     producer_started.set()
     assert await asking == [Position("bg.steps", 0, 7)]
-    assert said.index("producer started") < said.index("end offsets")
+    assert said.index("producer started") < said.index("run topics checked")
+    assert said.index("run topics checked") < said.index("end offsets")
     await log.stop()
 
 
@@ -79,11 +79,11 @@ async def test_a_failed_start_is_the_error_of_each_call(monkeypatch: pytest.Monk
     async def open_producer(**_: Any) -> _Producer:
         return _Producer()
 
-    async def warm() -> None:
+    async def check_run_topics(_: object) -> None:
         raise ConfigurationError("run topics missing: bg.steps")
 
     monkeypatch.setattr(log, "_open_producer", open_producer)
-    monkeypatch.setattr(log._reader, "warm", warm)
+    monkeypatch.setattr(log, "_check_run_topics", check_run_topics)
     log.start_soon()
     with pytest.raises(ConfigurationError, match=r"bg\.steps"):
         await log.run_end_positions("run-1")

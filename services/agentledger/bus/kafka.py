@@ -32,6 +32,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError, ProducerFenced
 from aiokafka.structs import RecordMetadata
 
+from agentledger.bus.admin import missing_topics_error
 from agentledger.bus.batching import by_partition
 from agentledger.bus.clients import (
     bootstrap_of,
@@ -51,6 +52,7 @@ from agentledger.bus.fencing import Claim, stale_claims, stale_error
 from agentledger.bus.partitioning import key_for, producer_partition
 from agentledger.bus.port import EventLog, FenceGuard, Position
 from agentledger.bus.reading import RunReader
+from agentledger.bus.run_topics import check_run_topics
 from agentledger.errors import (
     AgentLedgerError,
     ConfigurationError,
@@ -161,6 +163,7 @@ class KafkaEventLog(EventLog):
             read_timeout_ms=settings.kafka_publish_timeout_ms,
             settings=settings,
             outage_budget_s=settings.outage_budget_s,
+            offsets_over=self._producer_client,
         )
         self._budget_s = settings.outage_budget_s
         self._producer: AIOKafkaProducer | None = None
@@ -220,23 +223,46 @@ class KafkaEventLog(EventLog):
 
     async def _start(self) -> None:
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
-        # The producer (InitProducerId needs no topic) connects beside the reader's offsets
-        # consumer, which a resume needs too and whose first metadata request (every topic)
-        # is the topics check: a fresh process's first resume waits for the slower of the
-        # two, not for their sum, and no admin client connects (DESIGN.md §13).
-        opening = asyncio.ensure_future(self._open_producer())
+        # One client: the producer's. Its InitProducerId fences a predecessor with this
+        # transactional id; the run topics are then checked over its connections (one metadata
+        # request naming them, creating none), and the end offsets a resume needs are asked
+        # over them too (DESIGN.md §13, session 15): no reader's consumer connects at start.
+        producer = await self._open_producer()
         try:
-            await self._reader.warm()
+            await self._check_run_topics(producer)
         except BaseException:
-            # the check's (or the reader's) error is the one to tell; a producer that started
-            # anyway is closed here (a failed __aenter__ gets no __aexit__)
+            # the check's error is the one to tell (a failed __aenter__ gets no __aexit__)
             with contextlib.suppress(Exception):
-                await stop_client(await opening)
+                await stop_client(producer)
             raise
-        self._producer = await opening
+        self._producer = producer
         self._loop_task = asyncio.get_running_loop().create_task(
             self._commit_loop(), name=f"group-commit:{self._transactional_id}"
         )
+
+    async def _check_run_topics(self, producer: AIOKafkaProducer) -> None:
+        """The run topics checked over the producer's client, their partition count learnt;
+        ConfigurationError naming the missing ones (what the admin check said)."""
+
+        async def check() -> None:
+            try:
+                async with asyncio.timeout(self._settings.kafka_publish_timeout_ms / 1000):
+                    counts, missing = await check_run_topics(
+                        producer.client, self.topics.run_topics
+                    )
+            except (TimeoutError, KafkaError) as e:
+                raise UnreachableError("Kafka", self._bootstrap, "the run topics' metadata") from e
+            if missing:
+                raise missing_topics_error(self._settings, self._bootstrap, missing)
+            self._partitions = co_partitioned(counts)
+
+        await ride_out(check, dependency="Kafka", endpoint=self._bootstrap, budget_s=self._budget_s)
+
+    def _producer_client(self) -> object | None:
+        """The client the reader asks offsets over: the producer's, once it has started (None
+        while it is being replaced: the reader then asks over a consumer of its own)."""
+        producer = self._producer
+        return None if producer is None else producer.client
 
     async def stop(self) -> None:
         """Commit what is pending (bounded by the publish timeout), then close (idempotent)."""
@@ -703,20 +729,12 @@ class KafkaEventLog(EventLog):
             if producer is None:
                 raise UnreachableError("Kafka", self._bootstrap, "the producer is reconnecting")
             try:
-                counts = self._reader.partition_counts() or {
-                    t: len(await producer.partitions_for(t)) for t in self.topics.run_topics
-                }
+                counts = {t: len(await producer.partitions_for(t)) for t in self.topics.run_topics}
             except KafkaError as e:
                 raise UnreachableError(
                     "Kafka", self._bootstrap, f"no metadata for {self.topics.run_topics}: {e!r}"
                 ) from e
-            if len(set(counts.values())) != 1:
-                msg = (
-                    f"run topics are not co-partitioned: {counts}; "
-                    "recreate them with one partition count (agentledger topics ensure)"
-                )
-                raise ConfigurationError(msg)
-            self._partitions = next(iter(counts.values()))
+            self._partitions = co_partitioned(counts)
         return self._partitions
 
     @staticmethod
@@ -724,6 +742,17 @@ class KafkaEventLog(EventLog):
         for p in batch:
             if not p.done.done():
                 p.done.set_exception(error)
+
+
+def co_partitioned(counts: Mapping[str, int]) -> int:
+    """The one partition count of the run topics; ConfigurationError when they differ."""
+    if len(set(counts.values())) != 1:
+        msg = (
+            f"run topics are not co-partitioned: {dict(counts)}; "
+            "recreate them with one partition count (agentledger topics ensure)"
+        )
+        raise ConfigurationError(msg)
+    return next(iter(counts.values()))
 
 
 async def _send_batches(

@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.structs import ConsumerRecord
 
-from agentledger.bus.admin import missing_topics_error
 from agentledger.bus.clients import start_client, stop_client
+from agentledger.bus.offsets import EARLIEST, LATEST, list_offsets
 from agentledger.bus.partitioning import partition_for, run_key
 from agentledger.bus.port import Position
 from agentledger.bus.rounds import Rounds
@@ -44,9 +44,10 @@ class RunReader:
     offsets (the last stable offset) taken at the start of the call, keeping the records keyed
     by the run id. Reads waiting together share one scan (:meth:`_scan`), and beginning and end
     offsets are asked once per round for every caller waiting (:class:`Rounds`), on a consumer
-    of their own. The cost is the size of what is scanned, which is why resume reads only the
-    tail the projector's view has not applied. Every read is repeated while the broker is
-    unreachable, up to ``outage_budget_s`` (reads are safe to repeat).
+    of their own, or over a client already connected (``offsets_over``: the event log's
+    producer) whenever it gives one. The cost is the size of what is scanned, which is why
+    resume reads only the tail the projector's view has not applied. Every read is repeated
+    while the broker is unreachable, up to ``outage_budget_s`` (reads are safe to repeat).
     """
 
     def __init__(
@@ -59,8 +60,10 @@ class RunReader:
         read_timeout_ms: int,
         settings: CommonSettings | None = None,
         outage_budget_s: float = 0.0,
+        offsets_over: Callable[[], object | None] | None = None,
     ) -> None:
         self._bootstrap = bootstrap
+        self._offsets_over = offsets_over
         self._security = settings
         self._budget_s = outage_budget_s
         self._run_topics = run_topics
@@ -232,22 +235,30 @@ class RunReader:
         return await self._riding_out(lambda: self._end_offsets.ask(tps))
 
     async def _ask_end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        client = await self._offsets()
-        try:
-            ends: dict[TopicPartition, int] = await client.end_offsets(tps)
-        except KafkaError as e:
-            await self._drop_offsets_client(client)
-            raise UnreachableError("Kafka", self._bootstrap, "asking end offsets") from e
-        return ends
+        return await self._ask_offsets(tps, LATEST, "asking end offsets")
 
     async def _ask_begin_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self._ask_offsets(tps, EARLIEST, "asking beginning offsets")
+
+    async def _ask_offsets(
+        self, tps: list[TopicPartition], timestamp: int, doing: str
+    ) -> dict[TopicPartition, int]:
+        """Offsets over the client ``offsets_over`` gives, else over the offsets consumer."""
+        shared = self._offsets_over() if self._offsets_over is not None else None
+        if shared is not None:
+            try:
+                return await list_offsets(shared, tps, timestamp, self._read_timeout_ms / 1000)
+            except KafkaError as e:
+                raise UnreachableError("Kafka", self._bootstrap, doing) from e
         client = await self._offsets()
         try:
-            starts: dict[TopicPartition, int] = await client.beginning_offsets(tps)
+            offsets: dict[TopicPartition, int] = await (
+                client.end_offsets(tps) if timestamp == LATEST else client.beginning_offsets(tps)
+            )
         except KafkaError as e:
             await self._drop_offsets_client(client)
-            raise UnreachableError("Kafka", self._bootstrap, "asking beginning offsets") from e
-        return starts
+            raise UnreachableError("Kafka", self._bootstrap, doing) from e
+        return offsets
 
     async def _offsets(self) -> AIOKafkaConsumer:
         """The consumer that asks offsets (never assigned, so it fetches nothing)."""
@@ -300,7 +311,7 @@ class RunReader:
                 )
             )
 
-    async def _connect(self, *, checking: bool = False) -> AIOKafkaConsumer:
+    async def _connect(self) -> AIOKafkaConsumer:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
             isolation_level="read_committed",
@@ -317,58 +328,8 @@ class RunReader:
             role="run reader",
             settings=self._security,
         )
-        if checking:
-            await self._check_run_topics(consumer)
-        else:
-            await self._learn_run_topics(consumer)
+        await self._learn_run_topics(consumer)
         return consumer
-
-    async def warm(self) -> None:
-        """Connect the offsets consumer now (a worker's start does it beside the producer's), so
-        that the first resume does not pay for it; ConfigurationError, naming them, when run
-        topics are missing (the check an admin client made before, on its own connections)."""
-
-        async def connect() -> None:
-            async with self._offsets_lock:
-                if self._offsets_client is None:
-                    self._offsets_client = await self._connect(checking=True)
-
-        await self._riding_out(connect)
-
-    def partition_counts(self) -> dict[str, int]:
-        """The partition count of each run topic as the offsets consumer learnt it (empty when
-        it has not connected yet or does not know them all)."""
-        client = self._offsets_client
-        if client is None:
-            return {}
-        counts = {t: len(client.partitions_for_topic(t) or ()) for t in self._run_topics}
-        return counts if all(counts.values()) else {}
-
-    async def _check_run_topics(self, consumer: AIOKafkaConsumer) -> None:
-        """One metadata request for every topic (a request naming none: nothing is created on a
-        broker that auto-creates the topics a request names), the run topics' partitions
-        installed from it and tracked from then on: the topics check and the learning in one
-        round trip. ConfigurationError naming the missing topics, as the admin check said."""
-        client: Any = getattr(consumer, "_client", None)
-        update = getattr(client, "_metadata_update", None)
-        tracked = getattr(client, "_topics", None)
-        if update is None or not isinstance(tracked, set):  # aiokafka internals changed
-            await self._learn_run_topics(consumer)
-            return
-        try:
-            async with asyncio.timeout(self._read_timeout_ms / 1000):
-                updated = await update(client.cluster, None)
-            if not updated:
-                raise KafkaError("no broker answered the metadata request")
-        except (TimeoutError, KafkaError) as e:
-            await stop_client(consumer)
-            raise UnreachableError("Kafka", self._bootstrap, "the cluster's metadata") from e
-        missing = sorted(set(self._run_topics) - set(client.cluster.topics()))
-        if missing:
-            await stop_client(consumer)
-            raise missing_topics_error(self._security, self._bootstrap, missing)
-        # tracked as set_topics would track them, without asking for them a second time
-        client._topics = set(self._run_topics)
 
     async def _learn_run_topics(self, consumer: AIOKafkaConsumer) -> None:
         """Ask the metadata of every run topic in one request. Left alone, aiokafka learns an
