@@ -1,12 +1,14 @@
 """Apply a batch of run-topic records to a namespace: decode, fold each run, write atomically.
 
 Per run: the stored view and parked events are loaded (or taken from a cache that the write
-token keeps honest) and the pure fold admits the batch's events. Findings (stale fences, dead
-letters) are published first; then the store commits the runs, their index entries and the
-batch's progress, each slot group in one atomic step guarded by the tokens the folds started
-from (DESIGN.md §14). A conflict (another projector wrote a run meanwhile) leaves its group
-unwritten: those runs are refolded from what is stored and committed again. Everything is
-idempotent, so a crash at any point followed by a redo of the batch converges to the same state.
+token keeps honest; a run whose first event is in the batch starts empty, unread, and its write
+token finds it if it was stored after all) and the pure fold admits the batch's events.
+Findings (stale fences, dead letters) are published first; then the store commits the runs,
+their index entries and the batch's progress, each slot group in one atomic step guarded by the
+tokens the folds started from (DESIGN.md §14). A conflict (another projector wrote a run
+meanwhile) leaves its group unwritten: those runs are refolded from what is stored and committed
+again. Everything is idempotent, so a crash at any point followed by a redo of the batch
+converges to the same state.
 """
 
 from __future__ import annotations
