@@ -1,12 +1,14 @@
 """Apply a batch of run-topic records to a namespace: decode, fold each run, write atomically.
 
 Per run: the stored view and parked events are loaded (or taken from a cache that the write
-token keeps honest) and the pure fold admits the batch's events. Findings (stale fences, dead
-letters) are published first; then the store commits the runs, their index entries and the
-batch's progress, each slot group in one atomic step guarded by the tokens the folds started
-from (DESIGN.md §14). A conflict (another projector wrote a run meanwhile) leaves its group
-unwritten: those runs are refolded from what is stored and committed again. Everything is
-idempotent, so a crash at any point followed by a redo of the batch converges to the same state.
+token keeps honest; a run whose first event is in the batch starts empty, unread, and its write
+token finds it if it was stored after all) and the pure fold admits the batch's events.
+Findings (stale fences, dead letters) are published first; then the store commits the runs,
+their index entries and the batch's progress, each slot group in one atomic step guarded by the
+tokens the folds started from (DESIGN.md §14). A conflict (another projector wrote a run
+meanwhile) leaves its group unwritten: those runs are refolded from what is stored and committed
+again. Everything is idempotent, so a crash at any point followed by a redo of the batch
+converges to the same state.
 """
 
 from __future__ import annotations
@@ -397,7 +399,9 @@ class Applier:
         # without the partition count a run's home is not checked: one slice, one commit
         size = _WHOLE if complete or self._partitions is None else self._slice
         slices = partition_slices(batch, progress, floors, size)
-        states = await self._states(namespace, batch.runs)
+        # a run the cache lacks whose first event is here is folded on an empty view, unread:
+        # its commit expects no stored run, so one stored after all is a conflict, refolded
+        states, unread = await self._states(namespace, batch.runs, unread_starts=not complete)
         flights: list[tuple[asyncio.Future[WriteOutcome], dict[str, _Fold], Slice]] = []
         written: dict[TopicPartition, int] = {}
         try:
@@ -405,6 +409,13 @@ class Applier:
                 folds = self._fold_runs(
                     part.runs, states, complete, where=batch.where, hold=hold, now=now
                 )
+                unsure = [r for r in folds if r in unread and _unsure(folds[r])]
+                if unsure:
+                    folds.update(
+                        await self._fold_read(
+                            namespace, unsure, part, batch=batch, states=states, hold=hold, now=now
+                        )
+                    )
                 await self._publish_alerts(folds, batch)
                 writes = [f.write for f in folds.values() if f.write is not None]
                 updates = [u for u in (_index_of(f) for f in folds.values()) if u is not None]
@@ -455,7 +466,7 @@ class Applier:
         for _ in range(MAX_CONFLICT_ROUNDS):
             for run_id in pending:
                 self._held.drop(run_id)  # its events are in ``pending``: decided again
-            states = await self._states(namespace, pending)
+            states, _ = await self._states(namespace, pending)
             folds = self._fold_runs(
                 pending, states, complete, where=batch.where, hold=hold, now=now
             )
@@ -536,23 +547,59 @@ class Applier:
                 )
 
     async def _states(
-        self, namespace: str, run_ids: Iterable[str]
-    ) -> dict[str, tuple[StoredRun, bool]]:
+        self,
+        namespace: str,
+        runs: Mapping[str, Sequence[RunEvent]] | Iterable[str],
+        *,
+        unread_starts: bool = False,
+    ) -> tuple[dict[str, tuple[StoredRun, bool]], set[str]]:
         """Each run's state to fold on and whether it was loaded cold (not cached): the cache,
-        else what the store holds (all missing runs in one read), else an empty run."""
+        else what the store holds (all missing runs in one read), else an empty run.
+
+        With ``unread_starts`` (``runs`` a mapping to their events), a missing run whose first
+        event (seq 1) is among its events is not read: it starts empty, like a run the store
+        lacks, and is returned in the second set (DESIGN.md §16, session 15). Its commit
+        expects no stored run, so one stored after all is a conflict: left unwritten and
+        refolded from the store."""
         states: dict[str, tuple[StoredRun, bool]] = {}
         missing = []
-        for run_id in run_ids:
+        unread: set[str] = set()
+        events_of = runs if unread_starts and isinstance(runs, Mapping) else None
+        for run_id in runs:
             cached = self._cache.get(run_id)
-            if cached is None:
-                missing.append(run_id)
-            else:
+            if cached is not None:
                 states[run_id] = (cached, False)
+            elif events_of is not None and _starts(events_of[run_id]):
+                unread.add(run_id)
+                states[run_id] = (StoredRun(RunView(run_id=run_id), [], None), True)
+            else:
+                missing.append(run_id)
         loaded = await self._store.load_runs(namespace, missing) if missing else {}
         for run_id in missing:
             state = loaded.get(run_id)
             states[run_id] = (state or StoredRun(RunView(run_id=run_id), [], None), True)
-        return states
+        return states, unread
+
+    async def _fold_read(
+        self,
+        namespace: str,
+        run_ids: list[str],
+        part: Slice,
+        *,
+        batch: Decoded,
+        states: dict[str, tuple[StoredRun, bool]],
+        hold: bool,
+        now: float,
+    ) -> dict[str, _Fold]:
+        """Runs folded unread whose fold found something (a finding, or nothing to write),
+        read from the store and folded again: what is published, and whether a commit is
+        made, is decided on what is stored, as for any run new to the cache."""
+        for run_id in run_ids:
+            self._held.drop(run_id)  # its events are in the slice: decided again
+        read, _ = await self._states(namespace, run_ids)
+        states.update(read)
+        pending = {r: part.runs[r] for r in run_ids}
+        return self._fold_runs(pending, read, frozenset(), where=batch.where, hold=hold, now=now)
 
     def _fold_runs(
         self,
@@ -663,6 +710,25 @@ class Applier:
             )
             found.append(closed_run_alert(event, view, batch.where.get(event.event_id)))
         return found
+
+
+def _starts(events: Sequence[RunEvent]) -> bool:
+    """True when the run's first event (seq 1) is among ``events``."""
+    return any(e.seq == 1 for e in events)
+
+
+def _unsure(done: _Fold) -> bool:
+    """True when a fold on an empty view, not read from the store, cannot stand for the fold
+    on what may be stored: it has findings (published before the commit that would show the
+    run stored) or writes nothing (no commit to compare the empty token)."""
+    result = done.result
+    return (
+        done.write is None
+        or bool(result.stale)
+        or bool(result.conflicts)
+        or bool(result.divergent)
+        or bool(result.closed)
+    )
 
 
 def _index_of(done: _Fold) -> IndexUpdate | None:
