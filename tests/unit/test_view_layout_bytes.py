@@ -14,7 +14,7 @@ from agentledger.views.layout import (
     same_value,
 )
 from agentledger.views.model import CheckView, EffectView, RunView, StepView
-from agentledger.views.packing import DEFLATED, HEXPACKED, PACK_MIN_BYTES
+from agentledger.views.packing import DEFLATED, HEXPACKED, PACK_MIN_BYTES, PLACED
 
 # 1,024 hex digits that look random, as the bench's message does
 HEX = "".join(hashlib.sha512(bytes([i])).hexdigest() for i in range(8))
@@ -87,7 +87,8 @@ def test_values_written_before_compaction_still_decode_and_compare_equal() -> No
     step, eff = big_step(), effect()
     old_step, old_effect = step.model_dump_json().encode(), eff.model_dump_json().encode()
     new_step, new_effect = encode_step(step), encode_effect(eff)
-    assert new_effect.startswith(HEXPACKED)
+    assert new_effect.startswith(PLACED)
+    assert HEXPACKED in new_effect
     key = eff.idempotency_key.encode()
     assert view_with({b"3": old_step}, {key: old_effect}) == view_with(
         {b"3": new_step}, {key: new_effect}

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import pickle
+from typing import get_args
 
 import pydantic
 import pytest
@@ -14,14 +15,24 @@ import pytest
 from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
+from agentledger.views.layout import PLACE_STATES, decode_run, encode_effect
 from agentledger.views.layout import _decode_place as decode_place
 from agentledger.views.layout import _decode_places as decode_places
-from agentledger.views.layout import decode_run, encode_effect
-from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
-from agentledger.views.packing import HEXPACKED, unpack
+from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
+from agentledger.views.packing import HEXPACKED, PLACED, pack, place_of, unpack
 from agentledger.views.records import Records
 
 from .test_view_layout import TRICKY, hashes, rich_view
+
+
+def hex_packed(effect: EffectView) -> bytes:
+    """An effect's value as sessions 8-14 wrote it: hex-packed, not led by its place (values
+    so written must read on)."""
+    return pack(effect.model_dump_json(exclude_defaults=True).encode())
+
+
+#: Writers of effect values whose places a resume reads: the one now, and the one before it.
+WRITERS = {"placed": encode_effect, "hex-packed": hex_packed}
 
 
 def lazily_decoded() -> tuple[RunView, RunView]:
@@ -150,13 +161,15 @@ def test_an_effects_place_has_the_defaults_of_the_effect() -> None:
     assert [e.idempotency_key for e in decoded.open_effects()] == ["k"]
 
 
+@pytest.mark.parametrize("writer", sorted(WRITERS))
 @pytest.mark.parametrize("hex_chars", [24, 25, 68, 184, 300])
 @pytest.mark.parametrize("state", ["intended", "succeeded", "unknown", "landed"])
 def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_says(
-    hex_chars: int, state: str
+    hex_chars: int, state: str, writer: str
 ) -> None:
-    """An effect stored hex-packed gives the place and state its whole decode gives, key
-    included, whatever its hex runs (counts whose varint is a quote or a backslash too)."""
+    """An effect stored hex-packed, led by its place or not, gives the place and state its
+    whole decode gives, key included, whatever its hex runs (counts whose varint is a quote or
+    a backslash too)."""
     run = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(12))  # not repetitive
     key = f"al1-pay-s7-o2-{run[728:760]}"
     effect = EffectView(
@@ -165,9 +178,11 @@ def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_
         request_json=json.dumps({"ref": run[:hex_chars], "memo": '"state":"landed" \\'}),
         state=state, detail=run[300 : 300 + hex_chars],  # type: ignore[arg-type]
     )  # fmt: skip
-    stored = encode_effect(effect)
-    assert stored.startswith(HEXPACKED)
-    decoded = decode_run(*hashes(RunView(run_id="r", effects={key: effect})))
+    stored = WRITERS[writer](effect)
+    assert stored.startswith(HEXPACKED if writer == "hex-packed" else PLACED + b"7,2,")
+    assert HEXPACKED in stored
+    run_hash, steps, _ = hashes(RunView(run_id="r", effects={key: effect}))
+    decoded = decode_run(run_hash, steps, {key.encode(): stored})
     [(found_key, place)] = list(decoded.effects.briefs())
     assert isinstance(place, EffectPlace)
     assert found_key == key
@@ -195,9 +210,10 @@ def test_the_places_of_many_effects_read_in_one_pass_are_those_read_one_by_one()
         effect(2, "unknown", '"state":"landed" \\' + run[64:160]),
         effect(3, "landed", "x"),
     ]
-    stored: dict[str, bytes | str] = {e.idempotency_key: encode_effect(e) for e in effects}
+    stored: dict[str, bytes | str] = {e.idempotency_key: hex_packed(e) for e in effects}
     assert stored[effects[0].idempotency_key][:2] == HEXPACKED
     assert not bytes(stored[effects[1].idempotency_key]).startswith(HEXPACKED)
+    stored[effects[1].idempotency_key] = encode_effect(effects[1])  # led by its place
     stored[effects[3].idempotency_key] = unpack(stored[effects[3].idempotency_key])  # text
     one_by_one = [decode_place(k, v) for k, v in stored.items()]
     assert decode_places(list(stored.items())) == one_by_one
@@ -208,3 +224,51 @@ def test_the_places_of_many_effects_read_in_one_pass_are_those_read_one_by_one()
     stored[effects[2].idempotency_key] = HEXPACKED + b"not deflate"
     with pytest.raises(ValueError, match="corrupt"):
         decode_places(list(stored.items()))
+
+
+def test_an_effect_value_is_led_by_its_place_which_a_resume_reads_alone() -> None:
+    """The effect writer leads each value with the effect's step, ordinal and state; the places
+    of values all so led are those their whole decode gives, and a led place that does not read
+    (a state code out of range) makes the pass read each value whole, the JSON deciding."""
+    run = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(4))
+    effects = [
+        EffectView(
+            idempotency_key=f"k{n}",
+            step=n,
+            ordinal=n % 3,
+            effect="pay",
+            provider="p",
+            kind="k",
+            identity_hash=f"hmac-sha256:{run[:64]}",
+            payload_hash="h",
+            request_json=json.dumps({"memo": run[: 40 * n]}),
+            state=state,  # type: ignore[arg-type]
+        )
+        for n, state in enumerate(["intended", "landed", "unknown", "compensated", "failed"])
+    ]
+    stored: list[tuple[str, bytes | str]] = [(e.idempotency_key, encode_effect(e)) for e in effects]
+    assert [place_of(bytes(v)) for _, v in stored] == [
+        f"{e.step},{e.ordinal},{PLACE_STATES.index(e.state)}".encode() for e in effects
+    ]
+    assert [EffectView.model_validate_json(unpack(v)) for _, v in stored] == effects
+    places = decode_places(stored)
+    assert places == [decode_place(k, v) for k, v in stored]
+    assert places == [
+        EffectPlace(
+            idempotency_key=e.idempotency_key, step=e.step, ordinal=e.ordinal, state=e.state
+        )
+        for e in effects
+    ]
+    key, value = stored[2]
+    stored[2] = (key, bytes(value).replace(b"2,2,3\x00", b"2,2,99\x00", 1))
+    assert place_of(bytes(stored[2][1])) == b"2,2,99"
+    assert decode_places(stored) == places
+
+
+def test_the_state_codes_of_places_never_change() -> None:
+    """Each effect state has a code, and the codes of values already written keep their
+    meaning (a new state is added at the end)."""
+    assert set(PLACE_STATES) == set(get_args(EffectState))
+    assert PLACE_STATES[:7] == (
+        "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated",
+    )  # fmt: skip

@@ -48,7 +48,13 @@ from agentledger.events.models import (
 from agentledger.views import plain_json
 from agentledger.views.fold import AFTER_FINISH, RECENT_DIGESTS, event_digest
 from agentledger.views.fold import fold as model_fold
-from agentledger.views.layout import encode_effect, encode_run, encode_run_values, encode_step
+from agentledger.views.layout import (
+    encode_effect,
+    encode_run,
+    encode_run_values,
+    encode_step,
+    placed,
+)
 from agentledger.views.model import (
     OPEN_EFFECT_STATES,
     ActivityView,
@@ -427,7 +433,7 @@ class PlainRun:
                 return (
                     encode_run_values(self.run, parked, dropped_from),
                     {str(i): _encoded(s, _STEP_FIELDS) for i, s in self.steps.items()},
-                    {k: _encoded(e, _EFFECT_FIELDS) for k, e in self.effects.items()},
+                    {k: _encoded_effect(e) for k, e in self.effects.items()},
                 )
             except (plain_json.Unusual, UnicodeEncodeError, PydanticSerializationError):
                 pass  # the model's encoders decide, as they would for the live projector
@@ -499,6 +505,13 @@ def _encoded(values: dict[str, Any], fields: tuple[tuple[str, Any], ...]) -> byt
     if out.get("graph") is not None:  # only the model fold makes LangGraph steps
         raise plain_json.Unusual
     return pack(pydantic_core.to_json(out, inf_nan_mode="null"))
+
+
+def _encoded_effect(values: dict[str, Any]) -> bytes:
+    """An effect's stored value, led by its place as :func:`~.layout.encode_effect` leads it."""
+    return placed(
+        values["step"], values["ordinal"], values["state"], _encoded(values, _EFFECT_FIELDS)
+    )
 
 
 _HANDLERS: dict[type[RunEvent], Any] = {

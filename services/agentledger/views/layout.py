@@ -22,7 +22,15 @@ from pydantic import TypeAdapter
 
 from agentledger.views import plain_json
 from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
-from agentledger.views.packing import many_without_hex, pack, placed_text, unpack, without_hex
+from agentledger.views.packing import (
+    many_without_hex,
+    pack,
+    place_of,
+    placed_text,
+    unpack,
+    with_place,
+    without_hex,
+)
 from agentledger.views.records import Records
 
 PARKED_FIELD = "_parked"
@@ -39,6 +47,18 @@ _STEP_VALIDATOR = StepView.__pydantic_validator__
 _EFFECT_VALIDATOR = EffectView.__pydantic_validator__
 _PLACE_VALIDATOR = EffectPlace.__pydantic_validator__
 _PLACES_VALIDATOR = TypeAdapter(list[EffectPlace])
+#: An effect state's code in the place leading a stored effect value: its position here.
+#: Never reorder or remove (values written with these codes must read); add at the end.
+PLACE_STATES: tuple[str, ...] = (
+    "intended",
+    "succeeded",
+    "failed",
+    "unknown",
+    "landed",
+    "not_landed",
+    "compensated",
+)
+_STATE_CODE = {state: str(n) for n, state in enumerate(PLACE_STATES)}
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
 Token = tuple[int, int] | None
@@ -105,8 +125,34 @@ def encode_step(step: StepView) -> bytes:
 
 
 def encode_effect(effect: EffectView) -> bytes:
-    """One field value of the effects hash."""
-    return pack(effect.model_dump_json(exclude_defaults=True).encode())
+    """One field value of the effects hash: led by its place (step, ordinal, state), which a
+    resume reads of every effect without decoding the rest (:func:`_decode_places`)."""
+    json_ = effect.model_dump_json(exclude_defaults=True).encode()
+    return placed(effect.step, effect.ordinal, effect.state, pack(json_))
+
+
+def placed(step: int, ordinal: int, state: str, value: bytes) -> bytes:
+    """An effect's stored ``value`` led by its place (``step,ordinal,state code``): what every
+    writer of effect values (this module, the rebuild's plain fold) stores."""
+    return with_place(f"{step},{ordinal},{_STATE_CODE[state]}".encode(), value)
+
+
+def _led_place(key: str, data: bytes | str) -> dict[str, Any] | None:
+    """The fields of the place leading a stored effect value, to validate (None for a value
+    written before places led them, or a memory store's text); ValueError (IndexError too) if
+    the place does not read."""
+    if not isinstance(data, bytes):
+        return None
+    led = place_of(data)
+    if led is None:
+        return None
+    step, ordinal, code = led.split(b",")
+    return {
+        "idempotency_key": key,
+        "step": int(step),
+        "ordinal": int(ordinal),
+        "state": PLACE_STATES[int(code)],
+    }
 
 
 _PART_MODELS: dict[str, type[StepView] | type[EffectView]] = {
@@ -217,6 +263,12 @@ def _decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
     pass and one validation (a value that is not hex-packed goes in as its JSON, which holds no
     ``\x01``); if any does not read that way, each is read by :func:`_decode_place`, which
     raises for a corrupt one."""
+    try:
+        led = [_led_place(key, data) for key, data in stored]
+        if None not in led:
+            return list(_PLACES_VALIDATOR.validate_python(led))
+    except (ValueError, IndexError):
+        return [_decode_place(key, data) for key, data in stored]
     texts: list[bytes] = []
     packed: list[bool] = []
     try:
@@ -240,12 +292,16 @@ def _decode_place(key: str, data: bytes | str) -> EffectPlace:
     way is decoded whole."""
     if isinstance(data, bytes):
         try:
+            led = _led_place(key, data)
+            if led is not None:
+                one: EffectPlace = _PLACE_VALIDATOR.validate_python(led)
+                return one
             text = without_hex(data)
             if text is not None:
                 place: EffectPlace = _PLACE_VALIDATOR.validate_json(text)
                 place.idempotency_key = key
                 return place
-        except ValueError:
+        except (ValueError, IndexError):
             pass  # decoded whole below, which raises if the value is corrupt
     whole: EffectPlace = _PLACE_VALIDATOR.validate_json(unpack(data))
     return whole

@@ -14,6 +14,10 @@ NUL, DESIGN.md §18):
   once mixed with text; the bytes carry it at 4. The dictionary holds the field names and
   common values of the view's own models, so a value does not spell them out again.
 
+An effect's value is written (session 15) as :data:`PLACED` + its place (``step,ordinal,state``
+in ASCII) + a NUL + the value in one of the forms above, so a resume reads every effect's place
+from the first bytes of its value without inflating it (views/layout.py, DESIGN.md §13).
+
 Never change :data:`DICTIONARY` or the layout of a mark: values written with them must read
 (a new form takes a new mark). tests/unit/test_view_packing.py pins both.
 """
@@ -30,6 +34,8 @@ PACK_MIN_BYTES = 256
 DEFLATED = b"\x00z"
 #: The mark of a hex-packed value.
 HEXPACKED = b"\x00h"
+#: The mark of an effect value led by its place: PLACED + b"step,ordinal,state" + NUL + value.
+PLACED = b"\x00p"
 #: The shortest run of hex digits stored as bytes (shorter runs stay text: a placeholder and
 #: its count cost about what DEFLATE saves on them).
 HEX_MIN = 24
@@ -162,9 +168,38 @@ def many_without_hex(texts: list[bytes]) -> bytes:
     return _PLACED_RUN.sub(b"", b"[" + b",".join(texts) + b"]")
 
 
+def with_place(place: bytes, value: bytes) -> bytes:
+    """``value`` (stored form) led by ``place`` (``step,ordinal,state``: no NUL in it)."""
+    return PLACED + place + b"\x00" + value
+
+
+def place_of(value: bytes) -> bytes | None:
+    """The place leading a :data:`PLACED` value (``step,ordinal,state``), or None for a value
+    in another form."""
+    if not value.startswith(PLACED):
+        return None
+    end = value.find(b"\x00", len(PLACED))
+    if end < 0:
+        msg = "a placed view value has no end to its place"
+        raise ValueError(msg)
+    return value[len(PLACED) : end]
+
+
+def _unplaced(value: bytes) -> bytes:
+    """A value without the place that leads it, if one does."""
+    if not value.startswith(PLACED):
+        return value
+    end = value.find(b"\x00", len(PLACED))
+    if end < 0:
+        msg = "a placed view value has no end to its place"
+        raise ValueError(msg)
+    return value[end + 1 :]
+
+
 def placed_text(value: bytes) -> bytes | None:
-    """The JSON of a :data:`HEXPACKED` value with its hex runs still as placeholders, or None
-    for a value in another form."""
+    """The JSON of a :data:`HEXPACKED` value (led by its place or not) with its hex runs still
+    as placeholders, or None for a value in another form."""
+    value = _unplaced(value)
     if not value.startswith(HEXPACKED):
         return None
     unpacker = zlib.decompressobj(-15, zdict=DICTIONARY)
@@ -184,6 +219,7 @@ def unpack(value: bytes | str) -> str:
     keep str)."""
     if isinstance(value, str):
         return value
+    value = _unplaced(value)
     try:
         if value.startswith(HEXPACKED):
             return _unhexed(value[len(HEXPACKED) :]).decode()
