@@ -17,7 +17,7 @@ from agentledger.bus.port import EventLog
 from agentledger.errors import RunClosedError
 from agentledger.events.ids import fresh_event_id
 from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
-from agentledger.views import Admission, RunView, admit, apply_event
+from agentledger.views import Admission, FoldResult, RunView, admit, apply_event
 
 E = TypeVar("E", bound=RunEvent)
 #: When a step's checkpoint is committed: at once, or with the run's next durable write.
@@ -48,6 +48,10 @@ class RunWriter:
         self._before_publish = before_publish
         self._after_commit = after_commit
         self.pending: list[Event] = []
+        # what the fold reports touched, which the writer does not read: one result for the
+        # writer's life, emptied after each event, instead of a FoldResult (seven lists and
+        # two sets) made by apply_event for every event (DESIGN.md §13, session 15)
+        self._touched = FoldResult(view=view)
         self.broken: BaseException | None = None
         self.commits = 0
         self.events_written = 0
@@ -70,7 +74,10 @@ class RunWriter:
         if verdict is not Admission.APPLY:
             msg = f"own event seq {event.seq} fence {self.fence} not admitted: {verdict.value}"
             raise RunClosedError(msg, run_id=self.view.run_id)
-        apply_event(self.view, event)
+        touched = self._touched
+        apply_event(self.view, event, touched)
+        touched.touched_steps.clear()
+        touched.touched_effects.clear()
         self.pending.append(event)
         return event
 

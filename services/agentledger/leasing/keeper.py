@@ -38,6 +38,7 @@ class LeaseKeeper:
         self._interval = (interval_ms if interval_ms is not None else max(ttl_ms // 3, 1)) / 1000
         self._release_on_exit = release_on_exit
         self._task: asyncio.Task[None] | None = None
+        self._first: asyncio.TimerHandle | None = None
         self._stopped = False
         self.lost = asyncio.Event()
 
@@ -54,10 +55,20 @@ class LeaseKeeper:
             )
 
     async def __aenter__(self) -> LeaseKeeper:
-        self._task = asyncio.get_running_loop().create_task(
-            self._renew_forever(), name=f"lease-keeper:{self._lease.run_id}"
+        # The renewal task starts when the first renewal is due, not before: a run that ends
+        # within one interval (most do) never pays for a task, its sleep and its cancellation
+        # (DESIGN.md §13, session 15). The renewals are made at the same moments.
+        entered = time.monotonic()
+        self._first = asyncio.get_running_loop().call_later(
+            self._interval, self._start_renewing, entered
         )
         return self
+
+    def _start_renewing(self, entered: float) -> None:
+        self._first = None
+        self._task = asyncio.get_running_loop().create_task(
+            self._renew_forever(entered), name=f"lease-keeper:{self._lease.run_id}"
+        )
 
     async def __aexit__(
         self,
@@ -72,6 +83,9 @@ class LeaseKeeper:
         if self._stopped:
             return
         self._stopped = True
+        if self._first is not None:  # no renewal was due yet: there is no task to stop
+            self._first.cancel()
+            self._first = None
         if self._task is not None:
             await stop_task(self._task)
         if self._release_on_exit and not self.lost.is_set():
@@ -81,11 +95,11 @@ class LeaseKeeper:
                 # Not fatal: the lease expires by itself after its ttl.
                 _log.warning("lease_release_failed", run_id=self._lease.run_id, error=str(e))
 
-    async def _renew_forever(self) -> None:
+    async def _renew_forever(self, entered: float) -> None:
+        """Renew now (the first renewal is due), then one interval after each attempt."""
         log = _log.bind(run_id=self._lease.run_id, fence=self._lease.fence)
-        last_ok = time.monotonic()
+        last_ok = entered
         while True:
-            await asyncio.sleep(self._interval)
             try:
                 self._lease = await self._store.renew(self._lease, self._ttl_ms)
             except StaleFenceError as e:
@@ -98,5 +112,6 @@ class LeaseKeeper:
                     self.lost.set()
                     return
                 log.warning("lease_renew_failed", error=str(e), retryable=e.retryable)
-                continue
-            last_ok = time.monotonic()
+            else:
+                last_ok = time.monotonic()
+            await asyncio.sleep(self._interval)

@@ -58,6 +58,17 @@ def run_span(
     name: str, run_id: str, attributes: Mapping[str, Any] | None = None
 ) -> Iterator[trace.Span]:
     """``agentledger.run.open`` / ``.resume`` under the run's root; the caller's span linked."""
+    if _nothing_records():
+        # What the no-op tracer does, without building the links, attributes and parent
+        # context it ignores: the run's root, non-recording, is the current span inside
+        # (DESIGN.md §13, session 15)
+        root = NonRecordingSpan(run_root(run_id))
+        token = context.attach(trace.set_span_in_context(root))
+        try:
+            yield root
+        finally:
+            context.detach(token)
+        return
     caller = trace.get_current_span().get_span_context()
     links = [Link(caller)] if caller.is_valid else []
     parent = trace.set_span_in_context(NonRecordingSpan(run_root(run_id)))
