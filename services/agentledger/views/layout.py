@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import TypeAdapter
 
 from agentledger.views import plain_json
-from agentledger.views.model import EffectPlace, EffectView, RunView, StepView
+from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
 from agentledger.views.packing import (
     many_without_hex,
     pack,
@@ -47,17 +47,10 @@ _STEP_VALIDATOR = StepView.__pydantic_validator__
 _EFFECT_VALIDATOR = EffectView.__pydantic_validator__
 _PLACE_VALIDATOR = EffectPlace.__pydantic_validator__
 _PLACES_VALIDATOR = TypeAdapter(list[EffectPlace])
-#: An effect state's code in the place leading a stored effect value: its position here.
-#: Never reorder or remove (values written with these codes must read); add at the end.
-PLACE_STATES: tuple[str, ...] = (
-    "intended",
-    "succeeded",
-    "failed",
-    "unknown",
-    "landed",
-    "not_landed",
-    "compensated",
-)
+#: An effect state's code in the place leading a stored effect value: its position here, the
+#: order of the EffectState literal. Never reorder or remove a state there (values written with
+#: these codes must read; tests/unit/test_view_records.py pins them); add new ones at the end.
+PLACE_STATES: tuple[str, ...] = get_args(EffectState)
 _STATE_CODE = {state: str(n) for n, state in enumerate(PLACE_STATES)}
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.

@@ -176,24 +176,26 @@ def with_place(place: bytes, value: bytes) -> bytes:
 def place_of(value: bytes) -> bytes | None:
     """The place leading a :data:`PLACED` value (``step,ordinal,state``), or None for a value
     in another form."""
+    end = _place_end(value)
+    return None if end is None else value[len(PLACED) : end]
+
+
+def _unplaced(value: bytes) -> bytes:
+    """A value without the place that leads it, if one does."""
+    end = _place_end(value)
+    return value if end is None else value[end + 1 :]
+
+
+def _place_end(value: bytes) -> int | None:
+    """Where the place leading a :data:`PLACED` value ends (its NUL), or None for a value in
+    another form."""
     if not value.startswith(PLACED):
         return None
     end = value.find(b"\x00", len(PLACED))
     if end < 0:
         msg = "a placed view value has no end to its place"
         raise ValueError(msg)
-    return value[len(PLACED) : end]
-
-
-def _unplaced(value: bytes) -> bytes:
-    """A value without the place that leads it, if one does."""
-    if not value.startswith(PLACED):
-        return value
-    end = value.find(b"\x00", len(PLACED))
-    if end < 0:
-        msg = "a placed view value has no end to its place"
-        raise ValueError(msg)
-    return value[end + 1 :]
+    return end
 
 
 def placed_text(value: bytes) -> bytes | None:
