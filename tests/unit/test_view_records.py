@@ -263,6 +263,8 @@ def test_an_effect_value_is_led_by_its_place_which_a_resume_reads_alone() -> Non
     stored[2] = (key, bytes(value).replace(b"2,2,3\x00", b"2,2,99\x00", 1))
     assert place_of(bytes(stored[2][1])) == b"2,2,99"
     assert decode_places(stored) == places
+    stored[2] = (key, bytes(value).replace(b"2,2,3\x00", b"2,2,-1\x00", 1))
+    assert decode_places(stored) == places
 
 
 def test_the_state_codes_of_places_never_change() -> None:

@@ -140,6 +140,9 @@ def _led_place(key: str, data: bytes | str) -> dict[str, Any] | None:
     if led is None:
         return None
     step, ordinal, code = led.split(b",")
+    if not code.isdigit():
+        msg = f"effect {key!r}: the state code {code!r} of its place is not a code"
+        raise ValueError(msg)
     return {
         "idempotency_key": key,
         "step": int(step),
@@ -252,7 +255,8 @@ def _decode_effect(data: bytes | str) -> EffectView:
 
 
 def _decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    """The places of many stored effects, as :func:`_decode_place` reads each, in one regex
+    """The places of many stored effects, as :func:`_decode_place` reads each: from the places
+    leading the values when every value is led by one (one validation), else in one regex
     pass and one validation (a value that is not hex-packed goes in as its JSON, which holds no
     ``\x01``); if any does not read that way, each is read by :func:`_decode_place`, which
     raises for a corrupt one."""
