@@ -156,10 +156,9 @@ def tune_concurrent_transactions_backoff(backoff_ms: float) -> None:
     process-wide (aiokafka reads the module global at each retry).
 
     The same wait applies to InitProducerId answered CONCURRENT_TRANSACTIONS: a producer that
-    starts with the id of one that died with a transaction open (a restarted worker; with the
-    next transaction opened ahead, any worker killed between two commits) waits while the
-    coordinator aborts it, and aiokafka would retry after ``retry_backoff_ms`` (100 ms) where
-    the abort takes a few ms.
+    starts with the id of one that died with a transaction open (a worker restarted under its
+    transactional id after a SIGKILL mid-commit) waits while the coordinator aborts it, and
+    aiokafka would retry after ``retry_backoff_ms`` (100 ms) where the abort takes a few ms.
     """
     with contextlib.suppress(ImportError):
         from aiokafka.producer import sender  # noqa: PLC0415 - aiokafka internals, guarded
