@@ -30,6 +30,7 @@ from agentledger.redisclient import (
     translated,
 )
 from agentledger.settings import CommonSettings
+from agentledger.views.fresh_commands import fresh_commands, plain_commands_ok, send_packed
 from agentledger.views.keys import (
     BORN_FIELD,
     RUN_PARTS,
@@ -91,9 +92,11 @@ class RedisViewStore(ViewStore):
     ``retention_ms`` (None = forever) is how long a finished run's keys outlive its end.
     Namespaces it creates are sharded over ``partitions`` (the run topics' partition count)
     when ``sharded`` (default: the client is a Redis Cluster client); it reads and writes
-    namespaces of either layout. Every Redis call turns a lost, refused or timed-out connection
-    (or a pool with no free connection) into :class:`UnreachableError` naming ``url`` with its
-    password redacted.
+    namespaces of either layout. A rebuild's writes go as plain commands when
+    ``plain_commands`` (default: when the client allows it, see
+    :func:`.fresh_commands.plain_commands_ok`), else as WRITE_FRESH scripts. Every Redis call
+    turns a lost, refused or timed-out connection (or a pool with no free connection) into
+    :class:`UnreachableError` naming ``url`` with its password redacted.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class RedisViewStore(ViewStore):
         partitions: int | None = None,
         sharded: bool | None = None,
         outage_budget_s: float = 0.0,
+        plain_commands: bool | None = None,
     ) -> None:
         self._redis = client
         self._budget_s = outage_budget_s
@@ -123,6 +127,11 @@ class RedisViewStore(ViewStore):
         self._closed = False
         self._clock = clock
         self._fields: OrderedDict[tuple[str, str], tuple[Token, dict[str, bytes]]] = OrderedDict()
+        #: a rebuild's writes go as plain commands (views/fresh_commands.py) on one Redis
+        #: whose client reads with hiredis; a cluster's take WRITE_FRESH, routed by its keys
+        self._plain_commands = (
+            plain_commands_ok(client) if plain_commands is None else plain_commands
+        )
 
     @classmethod
     def from_url(
@@ -440,16 +449,21 @@ class RedisViewStore(ViewStore):
     async def write_fresh_stored(self, namespace: str, runs: Sequence[FreshRun]) -> WriteOutcome:
         """See :meth:`ViewStore.write_fresh_stored`: the runs' bytes as they are, one
         WRITE_FRESH script per slot group, pipelined (see :mod:`.redis_fresh`)."""
+        space = self._keys.space(namespace)
+        outcome = WriteOutcome()
+        if self._plain_commands:
+            packed = fresh_commands(
+                space, runs, codec=self._codec, retention_ms=self._retention_ms, now=self._clock()
+            )
+            if packed.replies:
+                await send_packed(self._redis, packed.payload, packed.replies)
+            outcome.expired = packed.expired
+            return outcome
         calls, expired = stored_calls(
-            self._keys.space(namespace),
-            runs,
-            codec=self._codec,
-            retention_ms=self._retention_ms,
-            now=self._clock(),
+            space, runs, codec=self._codec, retention_ms=self._retention_ms, now=self._clock()
         )
         if calls:
             await self._run_pipeline([(WRITE_FRESH, keys, args) for keys, args in calls])
-        outcome = WriteOutcome()
         outcome.expired = expired
         return outcome
 
