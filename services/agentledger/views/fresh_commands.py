@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import Any, cast
 
 import hiredis
@@ -95,7 +96,7 @@ def _add_hashes(
     written = []
     for key, values in zip(keys, (run.fields, run.steps, run.effects), strict=False):
         if values:
-            out.append(pack_command(("HSET", key, *[x for pair in values.items() for x in pair])))
+            out.append(pack_command(("HSET", key, *chain.from_iterable(values.items()))))
             written.append(key)
     if run.parked:
         flat: list[Any] = ["HSET", keys[3]]
