@@ -149,7 +149,7 @@ class Redactor:
         self._short: dict[str, tuple[str, tuple[tuple[str, int], ...]]] = {}
         # each rule with what Rule.may_hold reads of it, for the scan's inlined check
         self._gates = tuple(
-            (index, rule, rule.hint, rule.hint_folds, rule.word_chars)
+            (index, rule, rule.hint, rule.hint_folds, rule.word_chars, rule.needs)
             for index, rule in enumerate(self.rules)
         )
         # key -> whether it is sensitive: a payload's keys come again in every step, and
@@ -191,7 +191,7 @@ class Redactor:
         # Rule.may_hold of every rule, inlined (three calls a rule cost more than the word
         # searches in a short text): the same searches, and the same work, added once
         read = 0
-        for index, rule, hint, folds, words in self._gates:
+        for index, rule, hint, folds, words, needs in self._gates:
             text = None if hint is None else lowered if folds else value
             if text is not None:  # a hint to search (a folding one only in ASCII text)
                 present = folded if folds else plain
@@ -204,17 +204,25 @@ class Redactor:
                         continue
                 elif hint is not None and hint.search(text) is None:
                     continue
+            if needs is not None and needs not in value:
+                read += len(value)  # what the finder records when it finds nothing
+                continue
             found.extend(
                 (begin, end, index) for begin, end in rule.find_anywhere(value, work) if end > begin
             )
         work.linear(read)
+        return Scan(self._merged(found), work)
+
+    def _merged(self, found: list[tuple[int, int, int]]) -> list[tuple[int, int, str]]:
+        """The spans found (with their rule's index), in order, overlaps merged, the earlier
+        span's rule naming them."""
         spans: list[tuple[int, int, str]] = []
         for begin, end, index in sorted(found):
             if spans and begin < spans[-1][1]:
                 spans[-1] = (spans[-1][0], max(spans[-1][1], end), spans[-1][2])
             else:
                 spans.append((begin, end, self.rules[index].name))
-        return Scan(spans, work)
+        return spans
 
     def sensitive(self, key: str) -> bool:
         """True when values under ``key`` are masked whatever they look like."""
