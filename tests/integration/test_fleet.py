@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from typing import Any
 
@@ -158,3 +159,29 @@ async def test_a_worker_whose_producer_is_fenced_stops_and_says_so(
     assert [(a.code, a.run_id) for a in found] == [("fence.stale", None)]
     assert (await fold_runs(fleet))[run_id].status == "running"
     assert sum((await performed(sandbox)).values()) == 0
+
+
+async def test_a_worker_calls_its_started_hook_once_set_up_and_leaves_the_collector_alone(
+    fleet: FleetSettings, sandbox: SandboxProcess
+) -> None:
+    """``serve`` calls ``started`` once, after set-up and before the first request is carried
+    out; the worker itself (embedded in a host, as here) does not touch the collector."""
+    del sandbox
+    agent = refund(fleet)
+    run_id = f"{fleet.key_prefix}-started"
+    worker = FleetWorker(fleet, agent)
+    calls: list[int] = []
+    collector = (gc.get_threshold(), gc.get_freeze_count())
+    stop = asyncio.Event()
+    serving = asyncio.get_running_loop().create_task(
+        worker.serve(stop, started=lambda: calls.append(len(worker.history)))
+    )
+    try:
+        async with KafkaPublisher(fleet) as publisher:
+            await submit_run(publisher, agent.name, {"seed": 5}, run_id=run_id)
+        await wait_until(lambda: fold_runs(fleet), finished([run_id]), timeout_s=FINISH_S)
+    finally:
+        stop.set()
+        await serving
+    assert calls == [0]
+    assert (gc.get_threshold(), gc.get_freeze_count()) == collector

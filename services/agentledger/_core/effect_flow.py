@@ -237,6 +237,7 @@ class EffectFlow(ABC, Generic[S]):
         pname, provider = self.services.provider(ask.provider_name, run_id=session.run_id)
         writer = self.writer()
         payloads = self.services.payloads
+        identity_hash, payload_hash = payloads.hasher.intent(request.identity, request.free_text)
         writer.append(
             EffectIntended,
             step=step,
@@ -245,8 +246,8 @@ class EffectFlow(ABC, Generic[S]):
             provider=pname,
             kind=request.kind,
             idempotency_key=key,
-            identity_hash=payloads.hasher.identity(request.identity),
-            payload_hash=payloads.hasher.payload(request.identity, request.free_text),
+            identity_hash=identity_hash,
+            payload_hash=payload_hash,
             request_json=payloads.inline(
                 {"identity": request.identity, "free_text": request.free_text}
             ),

@@ -1,4 +1,5 @@
-"""The cyclic garbage collector's settings for the long-running services (projector, reconciler)."""
+"""The cyclic garbage collector's settings for the long-running services (projector, reconciler,
+fleet worker)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,18 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-#: The collector's thresholds in a projector or reconciler process (see tune_collector).
+#: The collector's thresholds in a projector, reconciler or fleet worker process (see
+#: tune_collector).
 GC_THRESHOLDS = (50_000, 50, 100)
 
 
 def tune_collector() -> None:
     """Make the cyclic garbage collector cheap for a long-running service process; call it
-    once, when the process is set up (``agentledger projector`` and ``agentledger reconciler``
-    do, and each rebuild worker process).
+    once, when the process is set up (``agentledger projector``, ``agentledger reconciler`` and
+    ``agentledger worker`` do, and each rebuild worker process). Not the SDK's to call: a host
+    process that embeds a worker (a Ledger, a FleetWorker) keeps its own policy.
 
-    Both services allocate many objects that live until a batch or pass ends, beside many that
+    The services allocate many objects that live until a batch or pass ends, beside many that
     live long: at Python's default thresholds (700, 10, 10) the collector ran every few hundred
     allocations and traversed every live object again and again. Projector: a batch allocates a
     few hundred thousand objects (decoded events, folded views, Redis arguments) and the run
@@ -24,8 +27,12 @@ def tune_collector() -> None:
     collector off, 118 with these thresholds. Reconciler: a pass allocates a few objects per
     intent (views, tasks, futures, events); the collector ran about 110 times in a pass of
     1,000 intents and took 0.17 s of its 1.0 s of CPU (``bench.reconciler`` with a gc callback,
-    load 13), with these thresholds once. What exists at start (modules, faust, clients) is
-    frozen out of the collections; cycles are still collected, less often.
+    load 13), with these thresholds once. Fleet worker: its runs' steps allocate a few hundred
+    objects each (events, views, futures) over ~100,000 long-lived ones (clients, modules); at
+    the default the collector took ~10 % of a step's CPU with 200 runs at once, most of it full
+    collections of the long-lived objects (DESIGN.md §13, sessions 15 and 16). What exists at
+    start (modules, faust, clients) is frozen out of the collections; cycles are still
+    collected, less often.
     """
     gc.collect()
     gc.freeze()

@@ -9,8 +9,9 @@ an uninterrupted run and a resumed one see exactly the same values.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from agentledger._core.blobs import BlobRef, BlobStore
 from agentledger.errors import PayloadError
@@ -32,6 +33,71 @@ class Encoded:
     def size(self) -> int:
         """Bytes this payload adds to the event."""
         return len(self.json.encode()) + len(self.ref_uri or "") + len(self.ref_hash or "")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A payload as recorded (:meth:`Payloads.record`): its event fields, the redacted value
+    they encode, and a copy of it equal to what :meth:`Payloads.decode` gives back from them
+    (:data:`NOT_PLAIN` when the value is not vouched for: then it is decoded)."""
+
+    encoded: Encoded
+    redacted: Any
+    copy: Any
+
+
+#: How deep :func:`plain_copy` walks before it leaves a value to the JSON text's parse.
+PLAIN_COPY_DEPTH = 64
+
+
+class _NotPlain:
+    """What :func:`plain_copy` returns for a value it does not vouch for."""
+
+
+NOT_PLAIN: Final = _NotPlain()
+
+
+def plain_copy(value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` equal to ``loads(dumps(value))``, of the same types, sharing no dict
+    or list with it, when ``value`` is plain JSON of exactly the built-in types: dicts with
+    ``str`` keys, lists, ``str``, ``int``, finite ``float``, ``bool``, None (JSON text of those
+    reads back as the same values and types). :data:`NOT_PLAIN` for anything else (a tuple, a
+    subclass, a key that is not a ``str``, nesting past :data:`PLAIN_COPY_DEPTH`), which is
+    then read back from its text as before."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else NOT_PLAIN
+    if depth >= PLAIN_COPY_DEPTH:
+        return NOT_PLAIN
+    if kind is dict:
+        return _plain_dict(value, depth + 1)
+    if kind is list:
+        return _plain_list(value, depth + 1)
+    return NOT_PLAIN
+
+
+def _plain_dict(value: dict[Any, Any], depth: int) -> Any:
+    """:func:`plain_copy` of a dict whose items are at ``depth``."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        copied = plain_copy(item, depth)
+        if type(key) is not str or copied is NOT_PLAIN:
+            return NOT_PLAIN
+        out[key] = copied
+    return out
+
+
+def _plain_list(value: list[Any], depth: int) -> Any:
+    """:func:`plain_copy` of a list whose items are at ``depth``."""
+    items: list[Any] = []
+    for item in value:
+        copied = plain_copy(item, depth)
+        if copied is NOT_PLAIN:
+            return NOT_PLAIN
+        items.append(copied)
+    return items
 
 
 #: ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``, with the
@@ -77,7 +143,27 @@ class Payloads:
 
     async def encode(self, value: Any) -> Encoded:
         """Redacted JSON of ``value``; stored as a reference when large and a store is set."""
-        text = self.inline(value)
+        return await self._stored(self.inline(value))
+
+    async def record(self, value: Any) -> Recorded:
+        """:meth:`encode` of ``value``, keeping the redacted value and, for an inline payload
+        of plain JSON, a copy of it (:func:`plain_copy`) that :meth:`value_of` hands back
+        instead of parsing the recorded text again."""
+        redacted = self.redactor.json(value)
+        encoded = await self._stored(dumps(redacted))
+        copied = plain_copy(redacted) if encoded.ref_uri is None else NOT_PLAIN
+        return Recorded(encoded, redacted, copied)
+
+    async def value_of(self, recorded: Recorded) -> Any:
+        """What :meth:`decode` gives back from ``recorded``'s fields: its copy when it has one
+        (equal, of the same types), else the decoded fields."""
+        if recorded.copy is not NOT_PLAIN:
+            return recorded.copy
+        encoded = recorded.encoded
+        return await self.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
+
+    async def _stored(self, text: str) -> Encoded:
+        """``text`` inline, or stored as a reference when large and a store is set."""
         if self.blobs is not None and self.threshold is not None:
             data = text.encode()
             if len(data) > self.threshold:

@@ -60,15 +60,19 @@ class RunWriter:
         """Build the next event of the run, fold it into the view, and queue it."""
         self._check_usable()
         # the id passed, not left to the default factory: pydantic's call of a factory costs
-        # more than the model's whole validation (DESIGN.md §13, per-step CPU)
-        event = cls(
-            event_id=fresh_event_id(),
-            run_id=self.view.run_id,
-            seq=self.view.applied_seq + 1,
-            fence=self.fence,
-            worker_id=self.worker_id,
-            occurred_at=self._clock(),
-            **fields,
+        # more than the model's whole validation (DESIGN.md §13, per-step CPU); the model's
+        # validator called as cls(**data) calls it, without BaseModel.__init__'s frame (the
+        # same validation, instance and errors: DESIGN.md §13, session 16)
+        event: E = cls.__pydantic_validator__.validate_python(
+            dict(
+                event_id=fresh_event_id(),
+                run_id=self.view.run_id,
+                seq=self.view.applied_seq + 1,
+                fence=self.fence,
+                worker_id=self.worker_id,
+                occurred_at=self._clock(),
+                **fields,
+            )
         )
         verdict = admit(self.view, event)
         if verdict is not Admission.APPLY:

@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import Any
 
+from agentledger._core.gc_tuning import tune_collector
 from agentledger.bus.publisher import KafkaPublisher
 from agentledger.errors import ConfigurationError
 from agentledger.events.models import Decision
@@ -120,7 +121,8 @@ async def _worker(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await FleetWorker(settings, agent).serve(stop)
+    # the process is ours: once set up, what exists lives as long as it does (tune_collector)
+    await FleetWorker(settings, agent).serve(stop, started=tune_collector)
     return 0
 
 

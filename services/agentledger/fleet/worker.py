@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -54,10 +55,16 @@ class FleetWorker:
         self._log = _log.bind(worker_id=self.worker_id, agent=agent.name)
         self.metrics_url: str | None = None  # set while serving with fleet_metrics_port
 
-    async def serve(self, stop: asyncio.Event) -> None:
+    async def serve(
+        self, stop: asyncio.Event, *, started: Callable[[], None] | None = None
+    ) -> None:
         """Run until ``stop``; then let in-flight runs finish for ``fleet_drain_s``, cancel the
         rest (their leases expire), commit settled offsets and close. Raises ProducerFencedError
-        if the worker had to stop because its producer was fenced."""
+        if the worker had to stop because its producer was fenced.
+
+        ``started`` is called once the worker is set up (its clients, consumer and metrics made),
+        before the first request: the ``agentledger worker`` process tunes its collector there
+        (a host that embeds the worker keeps its own policy)."""
         s = self.settings
         async with AsyncExitStack() as stack:
             # Leases and views share the ports' one Redis client, whose pool waits when full.
@@ -86,6 +93,8 @@ class FleetWorker:
             self._log.info(
                 "worker_started", group=consumer.group_id, concurrency=s.fleet_concurrency
             )
+            if started is not None:
+                started()
             await self._loop(consumer, executor, publisher, stop)
         if self._fatal is not None:
             raise self._fatal

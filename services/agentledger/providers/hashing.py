@@ -120,6 +120,11 @@ _C_CANONICAL = (
 def canonical_json(value: object) -> bytes:
     """The one byte encoding of a JSON value: sorted keys, no whitespace, UTF-8."""
     _check(value, "$", 0)
+    return _encoded(value)
+
+
+def _encoded(value: object) -> bytes:
+    """The canonical bytes of ``value``, which :func:`_check` accepted."""
     if _C_CANONICAL is None or isinstance(value, str):
         return _CANONICAL.encode(value).encode("utf-8")
     return "".join(_C_CANONICAL(value, 0)).encode("utf-8")
@@ -166,10 +171,37 @@ class EffectHasher:
 
     def __init__(self, key: str | bytes = DEFAULT_HASH_KEY) -> None:
         self._key = key.encode() if isinstance(key, str) else key
+        # the key's inner and outer pads hashed once; each hash continues a copy of them
+        # (``hmac.new`` pads and hashes the key again at every call)
+        self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)
+        # intent()'s shortcut is this class's hashing: a subclass that hashes otherwise (an
+        # older plain sha256, in tests) is asked through its own two methods
+        kind = type(self)
+        self._own_hashes = all(
+            getattr(kind, name) is getattr(EffectHasher, name)
+            for name in ("identity", "payload", "_mac", "_mac_of")
+        )
 
     def _mac(self, value: object) -> str:
-        digest = hmac.new(self._key, canonical_json(value), hashlib.sha256).hexdigest()
-        return KEYED_PREFIX + digest
+        return self._mac_of(canonical_json(value))
+
+    def _mac_of(self, data: bytes) -> str:
+        mac = self._keyed.copy()
+        mac.update(data)
+        return KEYED_PREFIX + mac.hexdigest()
+
+    def intent(
+        self, identity: Mapping[str, object], free_text: Mapping[str, object]
+    ) -> tuple[str, str]:
+        """``(self.identity(identity), self.payload(identity, free_text))``, the identity's
+        canonical JSON made once: when both are plain JSON one level down (as they are inside
+        the payload's object), the payload's canonical JSON is its two parts' bytes between
+        its two keys, in their sorted order; anything else is hashed by the two calls."""
+        if self._own_hashes and _plain_exact(identity, 1) and _plain_exact(free_text, 1):
+            ident = _encoded(identity)
+            payload = b'{"free_text":' + _encoded(free_text) + b',"identity":' + ident + b"}"
+            return self._mac_of(ident), self._mac_of(payload)
+        return self.identity(identity), self.payload(identity, free_text)
 
     def identity(self, identity: Mapping[str, object]) -> str:
         """The keyed hash of the identity fields."""

@@ -149,12 +149,17 @@ class Redactor:
         self._short: dict[str, tuple[str, tuple[tuple[str, int], ...]]] = {}
         # each rule with what Rule.may_hold reads of it, for the scan's inlined check
         self._gates = tuple(
-            (index, rule, rule.hint, rule.hint_folds, rule.word_chars)
+            (index, rule, rule.hint, rule.hint_folds, rule.word_chars, rule.needs)
             for index, rule in enumerate(self.rules)
         )
         # key -> whether it is sensitive: a payload's keys come again in every step, and
         # normalising one (a regular expression's substitution) costs more than the lookup
         self._keys: dict[str, bool] = {}
+        # short key (exactly a str) -> (the key masked, what masking it found, whether its
+        # value is masked whatever it is): one lookup a key of a payload, for the walk of
+        # plain dicts in _json (bounded like the short texts)
+        self._key_info: dict[str, tuple[str, tuple[tuple[str, int], ...], bool]] = {}
+        self._sensitive_mask = self._masked("sensitive_key")
 
     def text(self, value: str) -> str:
         """``value`` with every secret masked."""
@@ -186,7 +191,7 @@ class Redactor:
         # Rule.may_hold of every rule, inlined (three calls a rule cost more than the word
         # searches in a short text): the same searches, and the same work, added once
         read = 0
-        for index, rule, hint, folds, words in self._gates:
+        for index, rule, hint, folds, words, needs in self._gates:
             text = None if hint is None else lowered if folds else value
             if text is not None:  # a hint to search (a folding one only in ASCII text)
                 present = folded if folds else plain
@@ -199,17 +204,25 @@ class Redactor:
                         continue
                 elif hint is not None and hint.search(text) is None:
                     continue
+            if needs is not None and needs not in value:
+                read += len(value)  # what the finder records when it finds nothing
+                continue
             found.extend(
                 (begin, end, index) for begin, end in rule.find_anywhere(value, work) if end > begin
             )
         work.linear(read)
+        return Scan(self._merged(found), work)
+
+    def _merged(self, found: list[tuple[int, int, int]]) -> list[tuple[int, int, str]]:
+        """The spans found (with their rule's index), in order, overlaps merged, the earlier
+        span's rule naming them."""
         spans: list[tuple[int, int, str]] = []
         for begin, end, index in sorted(found):
             if spans and begin < spans[-1][1]:
                 spans[-1] = (spans[-1][0], max(spans[-1][1], end), spans[-1][2])
             else:
                 spans.append((begin, end, self.rules[index].name))
-        return Scan(spans, work)
+        return spans
 
     def sensitive(self, key: str) -> bool:
         """True when values under ``key`` are masked whatever they look like."""
@@ -255,6 +268,68 @@ class Redactor:
         return "".join(parts)
 
     def _json(self, value: Any, found: dict[str, int]) -> Any:
+        # values of exactly the built-in JSON types (nearly every payload) by their type, one
+        # comparison each; anything else (a subclass, a tuple, another Mapping, a float) as the
+        # general walk has it: the same branches, the same results and counts
+        kind = type(value)
+        if kind is str:
+            return self._text(value, found)
+        if kind is dict:
+            return self._object(value, found)
+        if kind is list:
+            return [self._json(item, found) for item in value]
+        if kind is int:
+            # a card number has 13-19 digits: a smaller integer is never masked
+            return value if -_CARD_FLOOR < value < _CARD_FLOOR else self._number(value, found)
+        if kind is bool or value is None:
+            return value
+        return self._json_any(value, found)
+
+    def _object(self, value: dict[Any, Any], found: dict[str, int]) -> dict[Any, Any]:
+        """A plain dict, redacted: :meth:`_json_any`'s mapping branch, with what each str key
+        stands for (its masked text, the masks found in it, its sensitivity) looked up once."""
+        out: dict[Any, Any] = {}
+        keys = self._key_info
+        for key, item in value.items():
+            if type(key) is not str:
+                self._item(key, item, out, found)
+                continue
+            info = keys.get(key)
+            if info is None:
+                info = self._key_of(key)
+            name, counts, sensitive = info
+            for mask, n in counts:
+                found[mask] = found.get(mask, 0) + n
+            if sensitive and item and not isinstance(item, bool):
+                found["sensitive_key"] = found.get("sensitive_key", 0) + 1
+                out[name] = self._sensitive_mask
+            else:
+                out[name] = self._json(item, found)
+        return out
+
+    def _key_of(self, key: str) -> tuple[str, tuple[tuple[str, int], ...], bool]:
+        """What ``key`` stands for in a payload (remembered when it is a short text)."""
+        names: dict[str, int] = {}
+        info = (self._text(key, names), tuple(names.items()), self.sensitive(key))
+        if len(key) <= SHORT_TEXT:
+            if len(self._key_info) >= SHORT_TEXTS_KEPT:
+                self._key_info.clear()
+            self._key_info[key] = info
+        return info
+
+    def _item(self, key: Any, item: Any, out: dict[Any, Any], found: dict[str, int]) -> None:
+        """One item of a mapping into ``out``: its key's text redacted, its value masked under
+        a sensitive key, else redacted."""
+        name = self._text(key, found) if isinstance(key, str) else key
+        if isinstance(key, str) and self.sensitive(key) and item and not isinstance(item, bool):
+            found["sensitive_key"] = found.get("sensitive_key", 0) + 1
+            out[name] = self._masked("sensitive_key")
+        else:
+            out[name] = self._json(item, found)
+
+    def _json_any(self, value: Any, found: dict[str, int]) -> Any:
+        """The general walk, by ``isinstance`` (subclasses of the JSON types, tuples, other
+        Mappings, floats)."""
         if isinstance(value, str):
             return self._text(value, found)
         if isinstance(value, bool) or value is None:
@@ -264,17 +339,7 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                name = self._text(key, found) if isinstance(key, str) else key
-                if (
-                    isinstance(key, str)
-                    and self.sensitive(key)
-                    and item
-                    and not isinstance(item, bool)
-                ):
-                    found["sensitive_key"] = found.get("sensitive_key", 0) + 1
-                    out[name] = self._masked("sensitive_key")
-                else:
-                    out[name] = self._json(item, found)
+                self._item(key, item, out, found)
             return out
         if isinstance(value, list | tuple):
             return [self._json(item, found) for item in value]
@@ -295,6 +360,9 @@ def _whole(value: float) -> int | None:
         return None
     return int(value)
 
+
+#: Integers strictly between -this and this have at most 12 digits: never a card (13-19).
+_CARD_FLOOR = 10**12
 
 _SEPARATORS = re.compile(r"[^a-z0-9]")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentledger._core import budget
 from agentledger._core.keys import check_name
-from agentledger._core.payloads import Encoded, dumps, loads
+from agentledger._core.payloads import Recorded, dumps, loads
 from agentledger._core.replay import check_step
 from agentledger._core.session import RunSession
 from agentledger._core.spec import Check, EffectResult
@@ -104,7 +104,7 @@ async def _evaluate(
     return checks
 
 
-async def _encode_result(session: RunSession, index: int, name: str, raw: Any) -> Encoded:
+async def _encode_result(session: RunSession, index: int, name: str, raw: Any) -> Recorded:
     """The step's result as recorded; a value that cannot be recorded is a UsageError."""
     if isinstance(raw, EffectResult):
         msg = (
@@ -113,7 +113,7 @@ async def _encode_result(session: RunSession, index: int, name: str, raw: Any) -
         )
         raise UsageError(msg, run_id=session.run_id, step=index)
     try:
-        return await session.services.payloads.encode(raw)
+        return await session.services.payloads.record(raw)
     except PayloadError as e:
         msg = f"step {name!r} returned a value that cannot be recorded as JSON: {e}"
         raise UsageError(msg, run_id=session.run_id, step=index) from e
@@ -283,8 +283,9 @@ class Run:
         step = Step(session, index, name, attempt)
         try:
             raw = await body(step)
-            encoded = await _encode_result(session, index, name, raw)
-            value = await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
+            recorded_result = await _encode_result(session, index, name, raw)
+            encoded = recorded_result.encoded
+            value = await payloads.value_of(recorded_result)  # as decoded from the record
             checks = await _evaluate(accept, value, run_id=self.run_id, step=index, name=name)
         except _TERMINAL:
             raise

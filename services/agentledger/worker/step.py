@@ -111,13 +111,15 @@ class Step:
         )
         session.kill_point("mid_activity")
         payloads = session.services.payloads
-        encoded = await payloads.encode(value)
+        recorded_value = await payloads.record(value)
+        encoded = recorded_value.encoded
         writer = session.writable()
         provenance: dict[str, Any] = {}
         if source_uri is not None:
             provenance = {
                 "source_uri": payloads.text(source_uri),
-                "content_hash": sha256_hex(payloads.redactor.json(value)),
+                # the value redacted once: the redactor is pure, so a second pass was equal
+                "content_hash": sha256_hex(recorded_value.redacted),
                 "read_at": session.now(),
             }
         writer.append(
@@ -138,7 +140,7 @@ class Step:
             session.ensure_lease()
             await writer.flush()
         await session.check_spent(self.index)
-        return await payloads.decode(encoded.json, encoded.ref_uri, encoded.ref_hash)
+        return await payloads.value_of(recorded_value)  # as decoded from the record
 
     async def effect(
         self,
