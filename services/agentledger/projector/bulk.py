@@ -132,7 +132,7 @@ class PartitionFold:
                 state = self._runs[run_id] = _Run(PlainRun(run_id))
             applied, parked = state.plain.fold(state.parked + events)
             self._counts.applied += applied
-            state.parked = unique_parked(parked)
+            state.parked = unique_parked(parked) if parked else []
 
     def _placed(
         self, run_id: str, events: list[RunEvent], where: Mapping[str, LogRecord], partitions: int

@@ -20,6 +20,7 @@ tests/unit/test_bulk_fold.py compares the stored bytes of both folds on generate
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 import pydantic_core
@@ -122,6 +123,7 @@ ENABLED: bool = (
 _FINDING_STATE = {"LANDED": "landed", "NOT_LANDED": "not_landed", "UNKNOWN": "unknown"}
 _RESOLVED_STATES = frozenset({"succeeded", "failed", "landed", "compensated"})
 _APPLY, _DUPLICATE, _PARK, _OTHER = 0, 1, 2, 3
+_SEQ = attrgetter("seq")
 
 
 class PlainRun:
@@ -160,22 +162,21 @@ class PlainRun:
             return len(result.applied), result.parked
         run = self.run
         run_id = run["run_id"]
-        pending: dict[int, list[RunEvent]] = {}
         for event in events:
             if event.run_id != run_id:
                 msg = f"event of run {event.run_id} folded into view of run {run_id}"
                 raise ValueError(msg)
-            pending.setdefault(event.seq, []).append(event)
         applied = 0
         parked: list[RunEvent] = []
-        for seq in sorted(pending):
-            for event in pending[seq]:
-                verdict = self._admit(event)
-                if verdict == _APPLY:
-                    self._apply(event)
-                    applied += 1
-                elif verdict == _PARK:
-                    parked.append(event)
+        # in seq order, those of one seq in the order given (the sort is stable): the order
+        # fold.py's pending dict of lists gives
+        for event in sorted(events, key=_SEQ):
+            verdict = self._admit(event)
+            if verdict == _APPLY:
+                self._apply(event)
+                applied += 1
+            elif verdict == _PARK:
+                parked.append(event)
         return applied, parked
 
     def _admit(self, event: RunEvent) -> int:
@@ -461,13 +462,13 @@ class PlainRun:
 
 
 def _new_step(index: int, name: str) -> dict[str, Any]:
-    step = {n: d for n, d in _STEP_FIELDS}
+    step = dict(_STEP_FIELDS)
     step.update(step=index, name=name, activities={}, checks=[])
     return step
 
 
 def _new_effect(key: str, step: int, ordinal: int, name: str) -> dict[str, Any]:
-    effect = {n: d for n, d in _EFFECT_FIELDS}
+    effect = dict(_EFFECT_FIELDS)
     effect.update(
         idempotency_key=key,
         step=step,

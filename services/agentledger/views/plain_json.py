@@ -76,6 +76,28 @@ def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON val
         ]
         return "[" + ",".join(parts) + "]"
     if kind is dict:
+        # a model's fields as a dict (budget, versions, a pause or an approval of the plain
+        # fold): its keys, in the order they were set, name the same sorted order every time
+        keys = tuple(value)
+        order = None
+        if keys and type(keys[0]) is str:
+            order = _ORDERS.get(keys) or _order_of(keys)
+        if order is not None:
+            parts = [
+                prefix
+                + (
+                    _quote(v)
+                    if type(v) is str
+                    else _digits(v)
+                    if type(v) is int
+                    else "null"
+                    if v is None
+                    else dumps(v)
+                )
+                for key, prefix in order
+                for v in (value[key],)
+            ]
+            return "{" + ",".join(parts) + "}"
         items = sorted(
             [
                 (k if type(k) is str else _digits(k) if type(k) is int else _key(k), v)
@@ -117,6 +139,27 @@ def dumps(value: Any) -> str:  # noqa: PLR0911 - one return per kind of JSON val
         for v in (fields[n],)
     ]
     return "{" + ",".join(parts) + "}"
+
+
+#: How many key orders :data:`_ORDERS` keeps (a run's dicts with text keys are its models'
+#: fields, a handful of key sets; past this, such dicts are sorted each time as before).
+_ORDERS_MAX = 256
+#: A dict's keys (all exactly str, in the order they were set) -> each key with its quoted
+#: text and ":", in the order ``sort_keys`` writes them. Dicts with any other key are never
+#: cached (1 == True hashes alike; int keys sort by their digits; recent_digests' keys vary).
+_ORDERS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+
+
+def _order_of(keys: tuple[Any, ...]) -> tuple[tuple[str, str], ...] | None:
+    """The write order of a dict with ``keys`` (cached while there is room), or None unless
+    every key is exactly a str: for distinct text keys, the sort of (text, value) pairs above
+    is the sort of the keys, whatever the values."""
+    if not all(type(k) is str for k in keys):
+        return None
+    order = tuple((k, _quote(k) + ":") for k in sorted(keys))
+    if len(_ORDERS) < _ORDERS_MAX:
+        _ORDERS[keys] = order
+    return order
 
 
 _quote = encode_basestring_ascii
