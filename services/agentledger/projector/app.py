@@ -31,7 +31,7 @@ import faust
 import mode
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 
-from agentledger._core.gc_tuning import tune_collector
+from agentledger._core.gc_tuning import SurvivorFreezer, tune_collector
 from agentledger.errors import ConfigurationError
 from agentledger.kafkaclient import faust_credentials
 from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
@@ -163,8 +163,10 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
             await runtime.process([_record(event)])
 
     async def fold_batches() -> None:
+        survivors = SurvivorFreezer()  # no collection walks the run cache (DESIGN.md §16)
         while True:
             await runtime.process(await intake.batch())
+            survivors.after_batch()
 
     app.agent(channel, name="agentledger-projector-fold")(fold_stream)
     app.task(fold_batches)
