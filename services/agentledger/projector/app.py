@@ -31,7 +31,7 @@ import faust
 import mode
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 
-from agentledger._core.gc_tuning import tune_collector
+from agentledger._core.gc_tuning import SurvivorFreezer, collector_paused, tune_collector
 from agentledger.errors import ConfigurationError
 from agentledger.kafkaclient import faust_credentials
 from agentledger.projector.intake import BulkConsumer, Intake, commit_positions
@@ -163,8 +163,15 @@ def build_app(settings: ProjectorSettings, runtime: ProjectorRuntime) -> faust.A
             await runtime.process([_record(event)])
 
     async def fold_batches() -> None:
+        # no collection inside a batch (its objects are alive until it ends) and none that
+        # walks the run cache: after it, one of what it left, and its survivors frozen
+        # (DESIGN.md §16, session 16)
+        survivors = SurvivorFreezer()
         while True:
-            await runtime.process(await intake.batch())
+            batch = await intake.batch()
+            with collector_paused():
+                await runtime.process(batch)
+                survivors.after_batch()  # before the collector is on again
 
     app.agent(channel, name="agentledger-projector-fold")(fold_stream)
     app.task(fold_batches)
