@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, TypedDict
@@ -96,12 +96,7 @@ class LangGraphPeer(Peer):
             raise PeerUnavailableError(
                 f"{self.name} failed to start: {type(e).__name__}: {e}"
             ) from e
-        state_type: Any = DeltaState if self.delta else FullState
-        builder = StateGraph(state_type)
-        builder.add_node("step", self._node)
-        builder.add_edge(START, "step")
-        builder.add_conditional_edges("step", _next, ["step", END])
-        self._graph = builder.compile(checkpointer=saver)
+        self._graph = loop_graph(self._node, delta=self.delta, checkpointer=saver)
 
     async def stop(self) -> None:
         """Close the saver."""
@@ -109,7 +104,7 @@ class LangGraphPeer(Peer):
         if stack is not None:
             await stack.aclose()
 
-    async def _node(self, state: FullState) -> dict[str, Any]:
+    async def _node(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """One agent step: append the message and the effect's record to the run's state."""
         timer = self._timers.get(state["run_id"])
         k = state["step"] + 1
@@ -150,7 +145,21 @@ class LangGraphPeer(Peer):
         return [f"durability='sync', {lists}"]
 
 
-def _next(state: FullState) -> str:
+def loop_graph(node: Any, *, delta: bool, checkpointer: Any) -> Any:
+    """The compiled loop graph ``step -> step -> … -> END`` over FullState or DeltaState.
+
+    The node and the router take the state as a plain Mapping: LangGraph reads a TypedDict
+    annotation of their first parameter as one more state schema, and FullState's
+    ``operator.add`` lists then collide with DeltaState's channels ("Channel 'messages' already
+    exists with a different type")."""
+    builder = StateGraph(DeltaState if delta else FullState)
+    builder.add_node("step", node)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", _next, ["step", END])
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _next(state: Mapping[str, Any]) -> str:
     return "step" if state["step"] < state["target"] else END
 
 
