@@ -25,7 +25,7 @@ from redis.exceptions import ResponseError
 from agentledger.events.codec import EventCodec
 from agentledger.views.keys import STATUSES, Group, SpaceKeys
 from agentledger.views.store import FreshRun
-from agentledger.views.support import intent_member, ttl_after
+from agentledger.views.support import intent_member, unexpired
 
 _STATUS_SET = frozenset(STATUSES)
 #: hiredis's packer (in C: what redis-py's connections send; its stub types a 1-tuple)
@@ -63,11 +63,7 @@ def fresh_commands(
     out: list[bytes] = []
     expired: set[str] = set()
     indexes: dict[Group, _Entries] = {}
-    for run in runs:
-        ttl = ttl_after(run.status, run.ended_at, retention_ms, now)
-        if ttl is not None and ttl <= 0:
-            expired.add(run.run_id)
-            continue
+    for run, ttl in unexpired(runs, retention_ms, now, expired):
         status = run.index.status
         if status is not None and status not in _STATUS_SET:
             msg = f"run {run.run_id}: status {status!r} is not one of {STATUSES}"

@@ -18,7 +18,7 @@ from agentledger.views.keys import STATUSES, Group, SpaceKeys
 from agentledger.views.layout import encode_effect, encode_run, encode_step
 from agentledger.views.scripts import WRITE_HASHES
 from agentledger.views.store import FreshRun, IndexUpdate, RunWrite
-from agentledger.views.support import intent_member, ttl_after
+from agentledger.views.support import intent_member, unexpired
 
 #: Runs of one slot group and their index entries, added to a fresh namespace.
 #: KEYS: 4 per run (run, steps, effects, parked), then the group's status indexes in
@@ -118,11 +118,7 @@ def stored_calls(
     past retention, which are left out: stored nowhere, indexed nowhere."""
     expired: set[str] = set()
     by_group: dict[Group, Call] = {}
-    for run in runs:
-        ttl = ttl_after(run.status, run.ended_at, retention_ms, now)
-        if ttl is not None and ttl <= 0:
-            expired.add(run.run_id)
-            continue
+    for run, ttl in unexpired(runs, retention_ms, now, expired):
         group = space.group_of(run.run_id)
         call = by_group.get(group)
         if call is None:

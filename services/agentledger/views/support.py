@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from agentledger.events.models import FINISHED_STATUSES
 from agentledger.views.model import RunView
+
+if TYPE_CHECKING:
+    from agentledger.views.store import FreshRun
 
 
 def retention_ttl(view: RunView, retention_ms: int | None, now: int) -> int | None:
@@ -20,6 +25,19 @@ def ttl_after(status: str, ended: int, retention_ms: int | None, now: int) -> in
     if retention_ms is None or status not in FINISHED_STATUSES:
         return None
     return ended + retention_ms - now
+
+
+def unexpired(
+    runs: Iterable[FreshRun], retention_ms: int | None, now: int, expired: set[str]
+) -> Iterator[tuple[FreshRun, int | None]]:
+    """Each run of a fresh namespace still inside its retention, with its TTL (None = keep);
+    the ids of the others are added to ``expired`` (stored nowhere, indexed nowhere)."""
+    for run in runs:
+        ttl = ttl_after(run.status, run.ended_at, retention_ms, now)
+        if ttl is not None and ttl <= 0:
+            expired.add(run.run_id)
+            continue
+        yield run, ttl
 
 
 def intent_member(run_id: str, idempotency_key: str) -> str:
