@@ -274,3 +274,33 @@ def test_the_state_codes_of_places_never_change() -> None:
     assert PLACE_STATES[:7] == (
         "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated",
     )  # fmt: skip
+
+
+def test_stored_values_are_kept_as_given_and_each_brief_is_read_once() -> None:
+    """Records hold a stored value as the very object given (nothing made per value); briefs
+    are read in one call for the values still stored, once, and a copy keeps them, while a
+    value set or decoded (a model, never bytes or text) is given as it is."""
+    values = {f"k{i}": f"v{i}".encode() for i in range(3)}
+    calls: list[list[str]] = []
+
+    def brief(stored: list[tuple[str, bytes | str]]) -> list[object]:
+        calls.append([k for k, _ in stored])
+        return [f"brief of {v!r}" for _, v in stored]
+
+    records = Records.stored(values, lambda data: ("decoded", data), brief)
+    assert all(records._items[k] is v for k, v in values.items())
+    assert records["k0"] == ("decoded", b"v0")
+    records["k2"] = ("set",)
+    assert list(records.briefs()) == [
+        ("k0", ("decoded", b"v0")),
+        ("k1", "brief of b'v1'"),
+        ("k2", ("set",)),
+    ]
+    twin, deep = copy.copy(records), copy.deepcopy(records)
+    assert list(twin.briefs()) == list(deep.briefs()) == list(records.briefs())
+    assert calls == [["k1"]]
+    assert records.undecoded() == twin.undecoded() == deep.undecoded() == 1
+    del records["k1"]
+    assert list(records.briefs()) == [("k0", ("decoded", b"v0")), ("k2", ("set",))]
+    assert Records({"a": ("plain",)}).undecoded() == 0
+    assert list(Records({"a": ("plain",)}).briefs()) == [("a", ("plain",))]
