@@ -7,7 +7,7 @@ import copy
 import hashlib
 import json
 import pickle
-from typing import get_args
+from typing import Any, get_args
 
 import pydantic
 import pytest
@@ -304,3 +304,34 @@ def test_stored_values_are_kept_as_given_and_each_brief_is_read_once() -> None:
     assert list(records.briefs()) == [("k0", ("decoded", b"v0")), ("k2", ("set",))]
     assert Records({"a": ("plain",)}).undecoded() == 0
     assert list(Records({"a": ("plain",)}).briefs()) == [("a", ("plain",))]
+
+
+def test_a_second_pass_of_briefs_reads_the_first_until_a_value_changes() -> None:
+    """A second pass of briefs gives the first pass's pairs without going over the values
+    again; setting, deleting or decoding a value makes the next pass read them afresh."""
+    records = Records.stored({"a": b"1", "b": b"2"}, lambda data: ("decoded", data), _briefs_of)
+    first = list(records.briefs())
+    records._items = _Watched(records._items)
+    again = list(records.briefs())
+    assert again == first == [("a", ("brief", b"1")), ("b", ("brief", b"2"))]
+    assert records._items.passes == 0
+    assert records["a"] == ("decoded", b"1")
+    assert list(records.briefs()) == [("a", ("decoded", b"1")), ("b", ("brief", b"2"))]
+    records["c"] = ("set",)
+    assert list(records.briefs())[-1] == ("c", ("set",))
+    del records["a"]
+    assert [k for k, _ in records.briefs()] == ["b", "c"]
+
+
+class _Watched(dict[str, object]):
+    """Values that count the passes over them."""
+
+    passes = 0
+
+    def items(self) -> Any:
+        self.passes += 1
+        return super().items()
+
+
+def _briefs_of(stored: list[tuple[str, bytes | str]]) -> list[object]:
+    return [("brief", v) for _, v in stored]

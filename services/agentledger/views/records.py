@@ -36,7 +36,7 @@ class Records(MutableMapping[K, V]):
     brief once read in a dict of briefs: no object is made per stored value (a 1,000-step
     view holds 2,000 of them, read once by a resume)."""
 
-    __slots__ = ("_brief", "_briefs", "_decode", "_items")
+    __slots__ = ("_brief", "_briefs", "_decode", "_items", "_listed")
 
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
         self._items: dict[K, Any] = dict(items) if items is not None else {}
@@ -44,6 +44,8 @@ class Records(MutableMapping[K, V]):
         self._decode: Callable[[bytes | str], V] | None = None
         self._brief: Callable[[list[tuple[Any, bytes | str]]], list[object]] | None = None
         self._briefs: dict[K, object] = {}
+        # what the last whole pass of briefs() gave, until a value is set, deleted or decoded
+        self._listed: list[tuple[K, object]] | None = None
 
     @classmethod
     def stored(
@@ -69,26 +71,29 @@ class Records(MutableMapping[K, V]):
             yield from items.items()
             return
         brief = self._brief
-        known = self._briefs
-        if brief is not None:
+        if brief is None:
+            for key, value in items.items():
+                yield key, self[key] if _is_stored(value) else value
+            return
+        listed = self._listed
+        if listed is None:
+            known = self._briefs
             unread = [(k, v) for k, v in items.items() if _is_stored(v) and k not in known]
             if unread:
                 found = brief(unread)
                 for (key, _), one in zip(unread, found, strict=True):
                     known[key] = one
-        for key, value in items.items():
-            if not _is_stored(value):
-                yield key, value
-            elif brief is None:
-                yield key, self[key]
-            else:
-                yield key, known[key]
+            listed = self._listed = [
+                (key, known[key] if _is_stored(value) else value) for key, value in items.items()
+            ]
+        yield from listed
 
     def __getitem__(self, key: K) -> V:
         value = self._items[key]
         decode = self._decode
         if decode is not None and (type(value) is bytes or type(value) is str):  # stored
             value = self._items[key] = decode(value)
+            self._listed = None
         found: V = value
         return found
 
@@ -105,10 +110,12 @@ class Records(MutableMapping[K, V]):
     def __setitem__(self, key: K, value: V) -> None:
         self._items[key] = value
         self._briefs.pop(key, None)
+        self._listed = None
 
     def __delitem__(self, key: K) -> None:
         del self._items[key]
         self._briefs.pop(key, None)
+        self._listed = None
 
     def __iter__(self) -> Iterator[K]:
         return iter(self._items)
