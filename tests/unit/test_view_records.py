@@ -7,7 +7,7 @@ import copy
 import hashlib
 import json
 import pickle
-from typing import get_args
+from typing import Any, get_args
 
 import pydantic
 import pytest
@@ -274,3 +274,64 @@ def test_the_state_codes_of_places_never_change() -> None:
     assert PLACE_STATES[:7] == (
         "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated",
     )  # fmt: skip
+
+
+def test_stored_values_are_kept_as_given_and_each_brief_is_read_once() -> None:
+    """Records hold a stored value as the very object given (nothing made per value); briefs
+    are read in one call for the values still stored, once, and a copy keeps them, while a
+    value set or decoded (a model, never bytes or text) is given as it is."""
+    values = {f"k{i}": f"v{i}".encode() for i in range(3)}
+    calls: list[list[str]] = []
+
+    def brief(stored: list[tuple[str, bytes | str]]) -> list[object]:
+        calls.append([k for k, _ in stored])
+        return [f"brief of {v!r}" for _, v in stored]
+
+    records = Records.stored(values, lambda data: ("decoded", data), brief)
+    assert all(records._items[k] is v for k, v in values.items())
+    assert records["k0"] == ("decoded", b"v0")
+    records["k2"] = ("set",)
+    assert list(records.briefs()) == [
+        ("k0", ("decoded", b"v0")),
+        ("k1", "brief of b'v1'"),
+        ("k2", ("set",)),
+    ]
+    twin, deep = copy.copy(records), copy.deepcopy(records)
+    assert list(twin.briefs()) == list(deep.briefs()) == list(records.briefs())
+    assert calls == [["k1"]]
+    assert records.undecoded() == twin.undecoded() == deep.undecoded() == 1
+    del records["k1"]
+    assert list(records.briefs()) == [("k0", ("decoded", b"v0")), ("k2", ("set",))]
+    assert Records({"a": ("plain",)}).undecoded() == 0
+    assert list(Records({"a": ("plain",)}).briefs()) == [("a", ("plain",))]
+
+
+def test_a_second_pass_of_briefs_reads_the_first_until_a_value_changes() -> None:
+    """A second pass of briefs gives the first pass's pairs without going over the values
+    again; setting, deleting or decoding a value makes the next pass read them afresh."""
+    records = Records.stored({"a": b"1", "b": b"2"}, lambda data: ("decoded", data), _briefs_of)
+    first = list(records.briefs())
+    records._items = _Watched(records._items)
+    again = list(records.briefs())
+    assert again == first == [("a", ("brief", b"1")), ("b", ("brief", b"2"))]
+    assert records._items.passes == 0
+    assert records["a"] == ("decoded", b"1")
+    assert list(records.briefs()) == [("a", ("decoded", b"1")), ("b", ("brief", b"2"))]
+    records["c"] = ("set",)
+    assert list(records.briefs())[-1] == ("c", ("set",))
+    del records["a"]
+    assert [k for k, _ in records.briefs()] == ["b", "c"]
+
+
+class _Watched(dict[str, object]):
+    """Values that count the passes over them."""
+
+    passes = 0
+
+    def items(self) -> Any:
+        self.passes += 1
+        return super().items()
+
+
+def _briefs_of(stored: list[tuple[str, bytes | str]]) -> list[object]:
+    return [("brief", v) for _, v in stored]

@@ -51,6 +51,7 @@ from agentledger.bus.diagnosis import (
 from agentledger.bus.fencing import Claim, stale_claims, stale_error
 from agentledger.bus.partitioning import key_for, producer_partition
 from agentledger.bus.port import EventLog, FenceGuard, Position
+from agentledger.bus.producer_start import start_producer
 from agentledger.bus.reading import RunReader
 from agentledger.bus.run_topics import check_run_topics
 from agentledger.errors import (
@@ -175,6 +176,9 @@ class KafkaEventLog(EventLog):
         self._fenced: ProducerFencedError | None = None
         self._starting: asyncio.Future[None] | None = None
         self._partitions: int | None = None
+        # The run topics' metadata, as the producer's bootstrap asked it (producer_start.py);
+        # the check after the start reads it instead of asking again (once).
+        self._bootstrap_answer: object | None = None
         # End offsets (just past the last record) of what this log committed, per partition: the
         # coordinator writes the markers after EndTxn returns, so for a few ms the last stable
         # offset lags behind a commit that publish already reported.
@@ -225,8 +229,9 @@ class KafkaEventLog(EventLog):
         tune_concurrent_transactions_backoff(self._settings.kafka_txn_retry_backoff_ms)
         # One client: the producer's. Its InitProducerId fences a predecessor with this
         # transactional id; the run topics are then checked over its connections (one metadata
-        # request naming them, creating none), and the end offsets a resume needs are asked
-        # over them too (DESIGN.md §13, session 15): no reader's consumer connects at start.
+        # request naming them, creating none: its bootstrap's, §13 session 17), and the end
+        # offsets a resume needs are asked over them too (DESIGN.md §13, session 15): no
+        # reader's consumer connects at start.
         producer = await self._open_producer()
         try:
             await self._check_run_topics(producer)
@@ -245,10 +250,11 @@ class KafkaEventLog(EventLog):
         ConfigurationError naming the missing ones (what the admin check said)."""
 
         async def check() -> None:
+            answer, self._bootstrap_answer = self._bootstrap_answer, None
             try:
                 async with asyncio.timeout(self._settings.kafka_publish_timeout_ms / 1000):
                     counts, missing = await check_run_topics(
-                        producer.client, self.topics.run_topics
+                        producer.client, self.topics.run_topics, answer
                     )
             except (TimeoutError, KafkaError) as e:
                 raise UnreachableError("Kafka", self._bootstrap, "the run topics' metadata") from e
@@ -694,6 +700,13 @@ class KafkaEventLog(EventLog):
                 **kafka_options(self._settings),
             )
 
+        async def start(producer: AIOKafkaProducer) -> None:
+            # the bootstrap asks the run topics' metadata: the start's check reads its answer
+            # (a producer replaced later has nothing to check)
+            answer = await start_producer(producer, self.topics.run_topics)
+            if self._loop_task is None:
+                self._bootstrap_answer = answer
+
         return await started(
             make,
             bootstrap=self._bootstrap,
@@ -701,6 +714,7 @@ class KafkaEventLog(EventLog):
             role="transactional producer",
             budget_s=self._budget_s if budget_s is None else budget_s,
             settings=self._settings,
+            start=start,
         )
 
     # --- helpers --------------------------------------------------------------------------

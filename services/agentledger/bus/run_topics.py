@@ -58,16 +58,18 @@ def partition_counts(answer: Any, run_topics: Sequence[str]) -> tuple[dict[str, 
 
 
 async def check_run_topics(
-    client: Any, run_topics: Sequence[str]
+    client: Any, run_topics: Sequence[str], answer: Any = None
 ) -> tuple[dict[str, int], list[str]]:
-    """Ask the run topics' metadata over ``client`` (a started ``AIOKafkaClient``): their
+    """Ask the run topics' metadata over ``client`` (a started ``AIOKafkaClient``), or read
+    ``answer`` (a :class:`RunTopicsRequest`'s, which the client's bootstrap asked): their
     partition counts and the missing ones; the answer is installed in the client when none is
     missing. KafkaError when no broker answers."""
-    nodes = [broker.nodeId for broker in client.cluster.brokers()]
-    if not nodes:
-        raise KafkaError("the client knows no broker")
-    node = random.choice(nodes)
-    answer = await client.send(node, RunTopicsRequest(run_topics))
+    if answer is None:
+        nodes = [broker.nodeId for broker in client.cluster.brokers()]
+        if not nodes:
+            raise KafkaError("the client knows no broker")
+        node = random.choice(nodes)
+        answer = await client.send(node, RunTopicsRequest(run_topics))
     counts, missing = partition_counts(answer, run_topics)
     if not missing:
         client.cluster.update_metadata(answer)

@@ -22,25 +22,30 @@ V = TypeVar("V")
 T = TypeVar("T")
 
 
-class _Stored:
-    """A value still in its stored form (JSON bytes or text), with its brief once read."""
-
-    __slots__ = ("brief", "data")
-
-    def __init__(self, data: bytes | str) -> None:
-        self.data = data
-        self.brief: object = None
+def _is_stored(value: object) -> bool:
+    """Whether a value of :meth:`Records.stored` records is still in its stored form (bytes or
+    text: the decoded values are models)."""
+    kind = type(value)
+    return kind is bytes or kind is str
 
 
 class Records(MutableMapping[K, V]):
-    """An insertion-ordered mapping whose stored values are decoded when first read."""
+    """An insertion-ordered mapping whose stored values are decoded when first read.
 
-    __slots__ = ("_brief", "_decode", "_items")
+    A value still stored is kept as it came (bytes or text) in the one dict of values, and its
+    brief once read in a dict of briefs: no object is made per stored value (a 1,000-step
+    view holds 2,000 of them, read once by a resume)."""
+
+    __slots__ = ("_brief", "_briefs", "_decode", "_items", "_listed")
 
     def __init__(self, items: Mapping[K, V] | None = None) -> None:
         self._items: dict[K, Any] = dict(items) if items is not None else {}
+        # None: no value is stored (the records were not made by stored())
         self._decode: Callable[[bytes | str], V] | None = None
         self._brief: Callable[[list[tuple[Any, bytes | str]]], list[object]] | None = None
+        self._briefs: dict[K, object] = {}
+        # what the last whole pass of briefs() gave, until a value is set, deleted or decoded
+        self._listed: list[tuple[K, object]] | None = None
 
     @classmethod
     def stored(
@@ -53,7 +58,7 @@ class Records(MutableMapping[K, V]):
         ``brief([(key, value), ...])`` decodes, in one call for every value still stored, the
         few fields :meth:`briefs` gives of each (a list in the same order)."""
         records: Records[K, V] = cls()
-        records._items = {k: _Stored(v) for k, v in values.items()}
+        records._items = dict(values)
         records._decode = decode
         records._brief = brief
         return records
@@ -61,31 +66,34 @@ class Records(MutableMapping[K, V]):
     def briefs(self) -> Iterator[tuple[K, object]]:
         """Each key with its value, or with its value's brief while it is still stored (a
         model of the few fields ``brief`` reads: cheaper than the whole value)."""
+        items = self._items
+        if self._decode is None:  # nothing stored
+            yield from items.items()
+            return
         brief = self._brief
-        if brief is not None:
-            unread = [
-                (k, v) for k, v in self._items.items() if type(v) is _Stored and v.brief is None
-            ]
+        if brief is None:
+            for key, value in items.items():
+                yield key, self[key] if _is_stored(value) else value
+            return
+        listed = self._listed
+        if listed is None:
+            known = self._briefs
+            unread = [(k, v) for k, v in items.items() if _is_stored(v) and k not in known]
             if unread:
-                found = brief([(k, v.data) for k, v in unread])
-                for (_, stored), one in zip(unread, found, strict=True):
-                    stored.brief = one
-        for key, value in self._items.items():
-            if type(value) is not _Stored:
-                yield key, value
-            elif brief is None:
-                yield key, self[key]
-            else:
-                yield key, value.brief
+                found = brief(unread)
+                for (key, _), one in zip(unread, found, strict=True):
+                    known[key] = one
+            listed = self._listed = [
+                (key, known[key] if _is_stored(value) else value) for key, value in items.items()
+            ]
+        yield from listed
 
     def __getitem__(self, key: K) -> V:
         value = self._items[key]
-        if type(value) is _Stored:
-            decode = self._decode
-            if decode is None:  # only stored() makes _Stored values, always with a decoder
-                msg = "a stored value without its decoder"
-                raise TypeError(msg)
-            value = self._items[key] = decode(value.data)
+        decode = self._decode
+        if decode is not None and (type(value) is bytes or type(value) is str):  # stored
+            value = self._items[key] = decode(value)
+            self._listed = None
         found: V = value
         return found
 
@@ -101,9 +109,13 @@ class Records(MutableMapping[K, V]):
 
     def __setitem__(self, key: K, value: V) -> None:
         self._items[key] = value
+        self._briefs.pop(key, None)
+        self._listed = None
 
     def __delitem__(self, key: K) -> None:
         del self._items[key]
+        self._briefs.pop(key, None)
+        self._listed = None
 
     def __iter__(self) -> Iterator[K]:
         return iter(self._items)
@@ -120,7 +132,9 @@ class Records(MutableMapping[K, V]):
 
     def undecoded(self) -> int:
         """How many values are still in their stored form."""
-        return sum(1 for v in self._items.values() if type(v) is _Stored)
+        if self._decode is None:
+            return 0
+        return sum(1 for v in self._items.values() if _is_stored(v))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Records):
@@ -139,16 +153,21 @@ class Records(MutableMapping[K, V]):
         twin._items = dict(self._items)
         twin._decode = self._decode
         twin._brief = self._brief
+        twin._briefs = dict(self._briefs)
         return twin
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Records[K, V]:
         twin: Records[K, V] = Records()
-        # stored values are immutable bytes: shared; decoded values are copied
+        # stored values are immutable bytes (or text), and so are briefs: shared; decoded
+        # values are copied
+        stored = self._decode is not None
         twin._items = {
-            k: v if type(v) is _Stored else copy.deepcopy(v, memo) for k, v in self._items.items()
+            k: v if stored and _is_stored(v) else copy.deepcopy(v, memo)
+            for k, v in self._items.items()
         }
         twin._decode = self._decode
         twin._brief = self._brief
+        twin._briefs = dict(self._briefs)
         return twin
 
     def __reduce__(self) -> tuple[Any, ...]:
