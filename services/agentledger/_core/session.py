@@ -111,7 +111,14 @@ class RunSession:
 
     @property
     def view(self) -> RunView:
-        """The run as this writer knows it: the loaded view plus every event it appended."""
+        """The run as this writer knows it: the loaded view plus every event it appended, for
+        the SDK's own reads (``recent_digests`` may trail: :attr:`RunWriter.folded`)."""
+        return self.writer.folded if self.writer is not None else self._view
+
+    @property
+    def settled_view(self) -> RunView:
+        """:attr:`view` with every field current, ``recent_digests`` included: what is handed
+        out of the SDK (``Run.view``)."""
         return self.writer.view if self.writer is not None else self._view
 
     @property

@@ -1,13 +1,16 @@
 """The run's writer: stamps the envelope, folds its own events, and publishes them in batches.
 
 Events are appended to a pending batch (and folded into the writer's view at once, with the
-same pure fold the projector uses); :meth:`RunWriter.flush` publishes the batch in one
-transaction. If a publish fails the writer is broken: its view may be ahead of the log, so the
-run must be reopened (resumed) from the log, never continued.
+same pure fold the projector uses; only the digests of the last events, which no reader of the
+writer's own events compares, are made when :attr:`RunWriter.view` is read);
+:meth:`RunWriter.flush` publishes the batch in one transaction. If a publish fails the writer
+is broken: its view may be ahead of the log, so the run must be reopened (resumed) from the
+log, never continued.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
@@ -18,6 +21,7 @@ from agentledger.errors import RunClosedError
 from agentledger.events.ids import fresh_event_id
 from agentledger.events.models import Alert, Event, RunEvent, Severity, now_ms
 from agentledger.views import Admission, FoldResult, RunView, admit, apply_event
+from agentledger.views.fold import RECENT_DIGESTS, note_digests
 
 E = TypeVar("E", bound=RunEvent)
 #: When a step's checkpoint is committed: at once, or with the run's next durable write.
@@ -41,7 +45,10 @@ class RunWriter:
         after_commit: Callable[[], None] | None = None,
     ) -> None:
         self.log = log
-        self.view = view
+        self._view = view
+        # the events folded without their digest (DESIGN.md §13, session 17): the last
+        # RECENT_DIGESTS are enough, an older one's entry would be dropped by the next ones
+        self._undigested: deque[RunEvent] = deque(maxlen=RECENT_DIGESTS)
         self.fence = fence
         self.worker_id = worker_id
         self._clock = clock
@@ -56,9 +63,29 @@ class RunWriter:
         self.commits = 0
         self.events_written = 0
 
+    @property
+    def view(self) -> RunView:
+        """The run as this writer knows it: the loaded view with every appended event folded in
+        (``recent_digests`` included, made now for the events appended since the last read)."""
+        undigested = self._undigested
+        if undigested:
+            note_digests(self._view, undigested)
+            undigested.clear()
+        return self._view
+
+    @property
+    def folded(self) -> RunView:
+        """:attr:`view` without making the pending digests: every field is current except
+        ``recent_digests``, which may lack the entries of the events appended since ``view``
+        was last read. For the SDK's own reads, none of which looks at the digests (an event
+        is compared with a digest only when it arrives at a seq already applied: never one of
+        this writer's own, each written at ``applied_seq + 1``)."""
+        return self._view
+
     def append(self, cls: type[E], **fields: Any) -> E:
         """Build the next event of the run, fold it into the view, and queue it."""
         self._check_usable()
+        view = self._view
         # the id passed, not left to the default factory: pydantic's call of a factory costs
         # more than the model's whole validation (DESIGN.md §13, per-step CPU); the model's
         # validator called as cls(**data) calls it, without BaseModel.__init__'s frame (the
@@ -66,20 +93,22 @@ class RunWriter:
         event: E = cls.__pydantic_validator__.validate_python(
             dict(
                 event_id=fresh_event_id(),
-                run_id=self.view.run_id,
-                seq=self.view.applied_seq + 1,
+                run_id=view.run_id,
+                seq=view.applied_seq + 1,
                 fence=self.fence,
                 worker_id=self.worker_id,
                 occurred_at=self._clock(),
                 **fields,
             )
         )
-        verdict = admit(self.view, event)
+        # admit compares digests only for a seq already applied, never this one
+        verdict = admit(view, event)
         if verdict is not Admission.APPLY:
             msg = f"own event seq {event.seq} fence {self.fence} not admitted: {verdict.value}"
-            raise RunClosedError(msg, run_id=self.view.run_id)
+            raise RunClosedError(msg, run_id=view.run_id)
         touched = self._touched
-        apply_event(self.view, event, touched)
+        apply_event(view, event, touched, digest=False)
+        self._undigested.append(event)
         touched.touched_steps.clear()
         touched.touched_effects.clear()
         self.pending.append(event)
@@ -100,12 +129,12 @@ class RunWriter:
         fields.setdefault("action", code.action)
         alert = Alert(
             event_id=fresh_event_id(),
-            alert_id=run_alert_id(code.code, self.view.run_id, key),
+            alert_id=run_alert_id(code.code, self._view.run_id, key),
             code=code.code,
             severity=severity or code.severity,
             summary=summary,
             source="worker",
-            run_id=self.view.run_id,
+            run_id=self._view.run_id,
             idempotency_key=key,
             worker_id=self.worker_id,
             occurred_at=self._clock(),
@@ -121,7 +150,7 @@ class RunWriter:
         self._check_usable()
         alert = closing_alert(
             code.code,
-            run_id=self.view.run_id,
+            run_id=self._view.run_id,
             key=key,
             reason=reason,
             source="worker",
@@ -162,4 +191,4 @@ class RunWriter:
                 f"an earlier publish failed ({type(self.broken).__name__}: {self.broken}); "
                 "reopen the run to resume it from the log"
             )
-            raise RunClosedError(msg, run_id=self.view.run_id) from self.broken
+            raise RunClosedError(msg, run_id=self._view.run_id) from self.broken

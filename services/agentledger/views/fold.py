@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -186,20 +187,28 @@ def _assign(model: BaseModel, values: dict[str, Any]) -> None:
     model.__pydantic_fields_set__.update(values)
 
 
-def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None) -> None:
-    """Apply one admitted event to ``view`` in place (the envelope, then the event's own fields)."""
+def apply_event(
+    view: RunView, event: RunEvent, result: FoldResult | None = None, *, digest: bool = True
+) -> None:
+    """Apply one admitted event to ``view`` in place (the envelope, then the event's own fields).
+
+    ``digest=False`` leaves the event's entry of ``recent_digests`` to a later
+    :func:`note_digests` (the run's writer, whose own events never meet a digest: DESIGN.md
+    §13, session 17); every other field is applied alike.
+    """
     fields = view.__dict__
     seq, fence = event.seq, event.fence
     if fence > fields["fence"]:
         fields["fence_since_seq"] = seq
         view.__pydantic_fields_set__.add("fence_since_seq")
     fields["applied_seq"] = seq
-    digests = fields["recent_digests"]
-    digests[seq] = event_digest(event)
-    oldest = seq - RECENT_DIGESTS
-    if min(digests) <= oldest:  # one C-level pass; the Python loop only when one is due
-        for old in [s for s in digests if s <= oldest]:
-            del digests[old]
+    if digest:
+        digests = fields["recent_digests"]
+        digests[seq] = event_digest(event)
+        oldest = seq - RECENT_DIGESTS
+        if min(digests) <= oldest:  # one C-level pass; the Python loop only when one is due
+            for old in [s for s in digests if s <= oldest]:
+                del digests[old]
     fields["fence"] = max(fields["fence"], fence)
     fields["worker_id"] = event.worker_id
     fields["updated_at"] = event.occurred_at
@@ -208,6 +217,21 @@ def apply_event(view: RunView, event: RunEvent, result: FoldResult | None = None
     handler = _HANDLERS.get(type(event))
     if handler is not None:
         handler(view, event, touched)
+
+
+def note_digests(view: RunView, events: Iterable[RunEvent]) -> None:
+    """Record in ``view.recent_digests`` the digests of ``events``, applied to it in this order
+    with ``digest=False``: the same entries :func:`apply_event` would have left. The events
+    may start anywhere after the last digested one, as long as every event they skip is
+    :data:`RECENT_DIGESTS` or more seqs below the last (its entry would be dropped anyway)."""
+    digests = view.__dict__["recent_digests"]
+    for event in events:
+        seq = event.seq
+        digests[seq] = event_digest(event)
+        oldest = seq - RECENT_DIGESTS
+        if min(digests) <= oldest:
+            for old in [s for s in digests if s <= oldest]:
+                del digests[old]
 
 
 def _started(view: RunView, e: Any, _: FoldResult) -> None:

@@ -153,7 +153,7 @@ class Run:
     @property
     def view(self) -> RunView:
         """The run's resume view as this writer knows it (do not modify)."""
-        return self._session.view
+        return self._session.settled_view
 
     @property
     def status(self) -> str:

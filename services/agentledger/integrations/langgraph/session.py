@@ -62,7 +62,7 @@ class ThreadSession:
     @property
     def run_id(self) -> str:
         """The run this thread is."""
-        return self.writer.view.run_id
+        return self.writer.folded.run_id
 
     @property
     def view(self) -> RunView:
