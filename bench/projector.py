@@ -118,6 +118,22 @@ async def _projector_rate(procs: list[ProjectorProcess], total: int) -> dict[str
     }
 
 
+async def _warm_up(
+    settings: ProjectorSettings, procs: list[ProjectorProcess], rate: float, seconds: float
+) -> None:
+    """The steady load for ``seconds``, unmeasured, and then until the projectors have folded
+    every event of it (the measured phase starts with no backlog)."""
+
+    async def applied() -> int:
+        return sum(
+            int(m["events_applied"]) for m in await asyncio.gather(*(p.metrics() for p in procs))
+        )
+
+    before = await applied()
+    runs, _ = await _steady_load(settings, rate, seconds, lambda *_: None)
+    await until(applied, lambda n: n >= before + runs * EVENTS_PER_RUN, 600)
+
+
 async def _born(settings: ProjectorSettings) -> None:
     """Start a projector on the empty topics and stop it: the live namespace exists (so the
     measured instances deliver from the group, not a wiped store's re-projection)."""
@@ -402,9 +418,13 @@ async def bench(
     rebuild_only: bool = False,
     instances: int = 1,
     rebuild_workers: int = 0,
+    warmup_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
-    no lag, no faust floor — for rebuilds of millions of events)."""
+    no lag, no faust floor — for rebuilds of millions of events). ``warmup_seconds`` of the
+    steady load run unmeasured before the measured one, once the projector has folded the
+    throughput phase (the lag depends on the state of the stack: DESIGN.md §16, "The lag on a
+    stack in use")."""
     base = await resolve_settings(CommonSettings())
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
@@ -432,9 +452,12 @@ async def bench(
                 ]
                 await asyncio.gather(*(p.wait_ready() for p in procs))
                 projector = await _projector_rate(procs, total)
+                if warmup_seconds > 0:
+                    await _warm_up(settings, procs, lag_rate, warmup_seconds)
                 lag = await _with_cpu_shares(
                     _lag(settings, store, lag_rate, lag_seconds), procs, store
                 )
+                lag["warmup_seconds"] = warmup_seconds
         async with (
             RedisViewStore.from_url(
                 base.redis_url, key_prefix=settings.key_prefix, retention_ms=settings.retention
@@ -577,6 +600,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--lag-seconds", type=float, default=10.0, help="how long the steady load")
     p.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=0.0,
+        help="the steady load run this long, unmeasured, before the measured one (the projector "
+        "folds it first; DESIGN.md §16, 'The lag on a stack in use')",
+    )
+    p.add_argument(
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
     )
     p.add_argument("--instances", type=int, default=1, help="projector processes in the group")
@@ -596,6 +626,7 @@ def main(argv: list[str] | None = None) -> None:
             rebuild_only=a.rebuild_only,
             instances=a.instances,
             rebuild_workers=a.rebuild_workers,
+            warmup_seconds=a.warmup_seconds,
         ),
         a.json,
     )

@@ -3,8 +3,10 @@ read_committed consumer in another process, and nothing counted before its recor
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
-from bench.projector import _lag_floor, _steady_load
+from bench.projector import EVENTS_PER_RUN, _lag_floor, _steady_load, _warm_up
 
 from agentledger.events.keying import run_key
 from agentledger.events.topics import topic_names
@@ -54,3 +56,38 @@ async def test_the_ends_of_each_acknowledged_run_cover_its_records(
         assert set(written) == set(run_ends)
         for tp, offset in written.items():
             assert offset < run_ends[tp]
+
+
+class _Projector:
+    """A projector's metrics as the test sets them; counts how often they were read."""
+
+    def __init__(self) -> None:
+        self.applied = 0
+        self.reads = 0
+        self.polled = asyncio.Event()  # read again after the first read: the load is out
+
+    async def metrics(self) -> dict[str, int]:
+        self.reads += 1
+        if self.reads >= 3:
+            self.polled.set()
+        return {"events_applied": self.applied}
+
+
+async def test_the_warm_up_waits_until_the_projector_folded_all_of_it(
+    ledger_settings: CommonSettings,
+) -> None:
+    """The unmeasured warm-up (10 runs of 8 events at 20 runs/s, published for real) does not
+    return while the projector reports fewer of its 80 events applied, and returns once it
+    reports them all: the measured lag phase starts with no backlog of it."""
+    projector = _Projector()
+    warm = asyncio.ensure_future(
+        _warm_up(ledger_settings, [projector], 20.0, 0.5)  # type: ignore[arg-type, list-item]
+    )
+    polled = asyncio.ensure_future(projector.polled.wait())
+    await asyncio.wait([warm, polled], return_when=asyncio.FIRST_COMPLETED)
+    polled.cancel()
+    projector.applied = 10 * EVENTS_PER_RUN - 1
+    await asyncio.sleep(0.5)
+    assert not warm.done()
+    projector.applied = 10 * EVENTS_PER_RUN
+    await asyncio.wait_for(warm, 30)
