@@ -25,6 +25,7 @@ from agentledger.events.topics import topic_specs
 from agentledger.settings import ArgumentsOnly, CommonSettings
 from agentledger.stack import LocalStack, StackPaths, ensure_jars
 from agentledger.stack.local import Component
+from tests.hang_report import item_timeout, start_watch
 
 # CI explores the same examples on every run (a property failure there is reproducible from the
 # log); a developer's run keeps exploring new ones.
@@ -48,6 +49,17 @@ def logging_restored() -> Iterator[None]:
         structlog.configure(**config)
     else:
         structlog.reset_defaults()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """A test that hangs prints its asyncio tasks' stacks before pytest-timeout fails it."""
+    watch = start_watch(item.nodeid, item_timeout(item))
+    try:
+        yield
+    finally:
+        if watch is not None:
+            watch.cancel()
 
 
 SESSION_STATE_DIR = REPO / ".agentledger"
