@@ -3,13 +3,19 @@
 Python 3.11's ``asyncio.wait_for`` drops a cancellation that arrives as its inner awaitable
 completes: the cancelled caller gets the result and runs on, so a shutdown that cancelled it
 waits for it forever. ``asyncio.timeout`` keeps the cancellation; everything here uses it.
+
+``asyncio.timeout`` alone still trusts the awaited code to honour the one cancellation it sends
+at the deadline. Library code that catches ``CancelledError`` (aiokafka's consumer close, its
+group coordinator's routines) turns that cancellation into a normal return and carries on
+waiting, and the timeout never fires again. :func:`run_bounded` runs such calls in a task of
+their own and waits with ``asyncio.wait``, which returns at the deadline whatever the call does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 import structlog
@@ -25,6 +31,29 @@ async def within(awaitable: Awaitable[T], timeout_s: float) -> T:
     """``await awaitable`` for at most ``timeout_s`` (TimeoutError), keeping a cancellation."""
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+async def run_bounded(
+    work: Coroutine[Any, Any, T], timeout_s: float, *, name: str, grace_s: float = 1.0
+) -> T:
+    """Run ``work`` in its own task and return its result (or raise its error) within
+    ``timeout_s``, also when ``work`` swallows cancellations.
+
+    At the deadline the task is cancelled, given ``grace_s`` to end (else abandoned with a
+    warning, see :func:`stop_task`), and TimeoutError is raised. A cancellation of the caller
+    cancels the task the same way and propagates.
+    """
+    task = asyncio.get_running_loop().create_task(work, name=name)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        await stop_task(task, timeout_s=grace_s)
+        raise
+    if not done:
+        await stop_task(task, timeout_s=grace_s)
+        msg = f"{name} did not end within {timeout_s:g} s"
+        raise TimeoutError(msg)
+    return task.result()
 
 
 async def stop_task(task: asyncio.Task[Any], *, timeout_s: float | None = None) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 import pytest
 
+from agentledger.bus import clients
 from agentledger.bus.clients import start_client, stop_client
+from agentledger.errors import UnreachableError
 
 
 @dataclass
@@ -89,4 +92,60 @@ async def test_a_start_cancelled_half_way_stops_the_client() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert client.calls == ["start", "stop"]
+
+
+@dataclass
+class SwallowingClient:
+    """A client whose start or stop swallows the first cancellation, then waits forever."""
+
+    hang_in: str
+    calls: list[str] = field(default_factory=list)
+
+    async def _hang(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):  # "finished" on the cancellation
+            await asyncio.Event().wait()
+        await asyncio.Event().wait()
+
+    async def start(self) -> None:
+        """Start, hanging when asked to."""
+        self.calls.append("start")
+        if self.hang_in == "start":
+            await self._hang()
+
+    async def stop(self) -> None:
+        """Stop, hanging when asked to."""
+        self.calls.append("stop")
+        if self.hang_in == "stop":
+            await self._hang()
+
+
+async def test_a_stop_that_swallows_its_deadline_is_abandoned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client's stop that ignores the cancellation sent at the deadline does not hold the
+    caller (a test's teardown hung 300 s on CI this way): stop_client returns."""
+    monkeypatch.setattr(clients, "STOP_TIMEOUT_S", 0.05)
+    client = SwallowingClient(hang_in="stop")
+    task = asyncio.get_running_loop().create_task(stop_client(client))
+    done, _ = await asyncio.wait({task}, timeout=30)  # a bound on the test, not on the code
+    assert task in done
+    assert task.exception() is None
+    assert client.calls == ["stop"]
+
+
+async def test_a_start_that_swallows_its_deadline_fails_as_unreachable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client's start that ignores the cancellation sent at the deadline still ends in the
+    start's UnreachableError, and the client is stopped."""
+    monkeypatch.setattr(clients, "STOP_TIMEOUT_S", 0.05)
+    client = SwallowingClient(hang_in="start")
+    task = asyncio.get_running_loop().create_task(
+        start_client(client, bootstrap="127.0.0.1:9", timeout_ms=50, role="consumer")
+    )
+    done, _ = await asyncio.wait({task}, timeout=30)  # a bound on the test, not on the code
+    assert task in done
+    with pytest.raises(UnreachableError, match="did not start within 50 ms"):
+        task.result()
     assert client.calls == ["start", "stop"]

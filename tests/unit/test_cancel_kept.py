@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,56 @@ async def test_a_task_dump_names_the_frame_a_task_waits_in() -> None:
     assert chain[-1].startswith("awaiting ")
     event.set()
     await task
+
+
+async def swallows_cancels(entered: asyncio.Event) -> str:
+    """A call that turns the first cancellation into a normal step and then waits forever (as
+    aiokafka's consumer close does when its coordinator task ends on the cancellation)."""
+    entered.set()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.Event().wait()
+    await asyncio.Event().wait()
+    return "never"
+
+
+async def test_run_bounded_returns_at_the_deadline_when_the_call_swallows_the_cancel() -> None:
+    """A call that ignores the cancellation sent at its deadline cannot hold the caller: the
+    caller gets TimeoutError, where ``asyncio.timeout`` alone would wait forever."""
+    entered = asyncio.Event()
+    caller = asyncio.get_running_loop().create_task(
+        tasks.run_bounded(swallows_cancels(entered), 0.05, name="swallower", grace_s=0.05)
+    )
+    done, _ = await asyncio.wait({caller}, timeout=30)  # a bound on the test, not on the code
+    assert caller in done
+    assert entered.is_set()
+    with pytest.raises(TimeoutError, match=r"swallower did not end within 0\.05 s"):
+        caller.result()
+
+
+async def test_run_bounded_gives_the_result_or_the_error_of_the_call() -> None:
+    """Within the deadline, the call's own outcome reaches the caller."""
+
+    async def fails() -> None:
+        raise ValueError("its own error")
+
+    assert await tasks.run_bounded(asyncio.sleep(0, "result"), 5, name="sleeper") == "result"
+    with pytest.raises(ValueError, match="its own error"):
+        await tasks.run_bounded(fails(), 5, name="failer")
+
+
+async def test_run_bounded_keeps_the_callers_cancellation_and_cancels_the_call() -> None:
+    """Cancelling the caller cancels the call and the caller ends cancelled."""
+    entered = asyncio.Event()
+    inner: list[asyncio.Task[Any]] = []
+
+    async def parked() -> None:
+        inner.append(asyncio.current_task())  # type: ignore[arg-type]
+        entered.set()
+        await asyncio.Event().wait()
+
+    caller = asyncio.get_running_loop().create_task(tasks.run_bounded(parked(), 60, name="parked"))
+    await entered.wait()
+    caller.cancel()
+    await asyncio.wait({caller})
+    assert caller.cancelled()
+    assert inner[0].cancelled()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator
@@ -15,6 +14,7 @@ from agentledger.bus.diagnosis import raise_if_security
 from agentledger.errors import ConfigurationError, UnreachableError
 from agentledger.outage import ride_out
 from agentledger.settings import CommonSettings
+from agentledger.tasks import run_bounded
 
 _log = structlog.get_logger(__name__)
 STOP_TIMEOUT_S = 10.0
@@ -27,6 +27,7 @@ class _Client(Protocol):
 
 
 C = TypeVar("C", bound=_Client)
+T = TypeVar("T")
 
 
 class _ConnectFailures(logging.Filter):
@@ -59,6 +60,11 @@ def starting_quietly() -> Iterator[None]:
             logger.removeFilter(_QUIET)
 
 
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    """``awaitable`` as a coroutine, so it can run as a task of its own."""
+    return await awaitable
+
+
 def bootstrap_of(settings: CommonSettings) -> str:
     """The bootstrap servers, which the CLI resolves before any client is built."""
     if not settings.kafka_bootstrap:
@@ -85,17 +91,19 @@ async def start_client(
     producer's start in fewer round trips: :mod:`agentledger.bus.producer_start`).
 
     aiokafka retries some steps forever (finding the transaction coordinator, the producer id),
-    so an unreachable broker would otherwise hang the caller. ``asyncio.timeout``, not
-    ``wait_for``: on Python 3.11 ``wait_for`` drops a cancellation that arrives as the start
-    completes, and the cancelled service then runs on forever. A start that fails or is
+    so an unreachable broker would otherwise hang the caller. The start runs in a task of its
+    own waited on with a deadline (:func:`agentledger.tasks.run_bounded`), not ``wait_for``: on
+    Python 3.11 ``wait_for`` drops a cancellation that arrives as the start completes, and the
+    cancelled service then runs on forever; nor a bare ``asyncio.timeout``, whose one
+    cancellation aiokafka may swallow. A start that fails or is
     cancelled half-way stops the client, so none of its sockets is left open. When a security
     setting is why (``settings``: a refused login, an untrusted certificate, a protocol
     mismatch), ConfigurationError names it instead (:mod:`agentledger.bus.diagnosis`).
     """
+    starting = client.start() if start is None else start(client)
     try:
         with starting_quietly():
-            async with asyncio.timeout(timeout_ms / 1000):
-                await (client.start() if start is None else start(client))
+            await run_bounded(_awaited(starting), timeout_ms / 1000, name=f"starting the {role}")
     except (TimeoutError, KafkaError, OSError) as e:
         await stop_client(client)
         try:
@@ -147,11 +155,12 @@ async def started(
 async def stop_client(client: _Client) -> None:
     """Stop a client, bounded in time; a failure to stop is logged, never raised.
 
-    A cancellation during the stop is kept (``asyncio.timeout``: see :func:`start_client`).
+    A cancellation during the stop is kept, and a stop that swallows the cancellation sent at
+    the deadline (aiokafka's consumer close does) is abandoned, not awaited forever
+    (:func:`agentledger.tasks.run_bounded`).
     """
     try:
-        async with asyncio.timeout(STOP_TIMEOUT_S):
-            await client.stop()
+        await run_bounded(_awaited(client.stop()), STOP_TIMEOUT_S, name="stopping a Kafka client")
     except (TimeoutError, KafkaError, OSError) as e:
         _log.warning("kafka_client_stop_failed", error=f"{type(e).__name__}: {e}")
 
