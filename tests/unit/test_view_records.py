@@ -17,9 +17,8 @@ from hypothesis import strategies as st
 from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
-from agentledger.views.layout import PLACE_STATES, decode_run, encode_effect
+from agentledger.views.layout import PLACE_STATES, _decode_places, decode_run, encode_effect
 from agentledger.views.layout import _decode_place as decode_place
-from agentledger.views.layout import _decode_places as decode_places
 from agentledger.views.layout import _led_place as led_place
 from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
 from agentledger.views.packing import (
@@ -40,6 +39,11 @@ def hex_packed(effect: EffectView) -> bytes:
     """An effect's value as sessions 8-14 wrote it: hex-packed, not led by its place (values
     so written must read on)."""
     return pack(effect.model_dump_json(exclude_defaults=True).encode())
+
+
+def decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
+    """The places of many stored effects, read in one pass as a resume reads them."""
+    return _decode_places([k for k, _ in stored], [v for _, v in stored])
 
 
 def as_place(place: EffectPlace) -> tuple[str, int, int, str]:
@@ -296,9 +300,9 @@ def test_stored_values_are_kept_as_given_and_each_brief_is_read_once() -> None:
     values = {f"k{i}": f"v{i}".encode() for i in range(3)}
     calls: list[list[str]] = []
 
-    def brief(stored: list[tuple[str, bytes | str]]) -> list[object]:
-        calls.append([k for k, _ in stored])
-        return [f"brief of {v!r}" for _, v in stored]
+    def brief(keys: list[str], stored: list[bytes | str]) -> list[object]:
+        calls.append(keys)
+        return [f"brief of {v!r}" for v in stored]
 
     records = Records.stored(values, lambda data: ("decoded", data), brief)
     assert all(records._items[k] is v for k, v in values.items())
@@ -346,8 +350,8 @@ class _Watched(dict[str, object]):
         return super().items()
 
 
-def _briefs_of(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    return [("brief", v) for _, v in stored]
+def _briefs_of(keys: list[str], stored: list[bytes | str]) -> list[object]:
+    return [("brief", v) for v in stored]
 
 
 _PLACES = pydantic.TypeAdapter(list[EffectPlace])

@@ -266,37 +266,37 @@ _LEAD_FROM = len(PLACED)
 Place = tuple[str, int, int, str]
 
 
-def _decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    """The places of many stored effects (:data:`Place` tuples), as :func:`_decode_place`
-    reads each: straight from the places leading the values when every value is led by one
-    (no model is made: a resume reads a 1,000-effect run's places before it is ready), else
-    in one regex pass and one validation (a value that is not hex-packed goes in as its
-    JSON, which holds no ``\x01``); if a lead or a value does not read that way, each is
-    read by :func:`_decode_place`, which raises for a corrupt one."""
+def _decode_places(keys: list[str], values: list[bytes | str]) -> list[object]:
+    """The places (:data:`Place` tuples) of the effects stored as ``values`` under ``keys``,
+    as :func:`_decode_place` reads each: straight from the places leading the values when
+    every value is led by one (no model is made: a resume reads a 1,000-effect run's places
+    before it is ready), else in one regex pass and one validation (a value that is not
+    hex-packed goes in as its JSON, which holds no ``\x01``); if a lead or a value does not
+    read that way, each is read by :func:`_decode_place`, which raises for a corrupt one."""
     try:
-        led = _led_places(stored)
+        led = _led_places(keys, values)
     except (ValueError, IndexError):
-        return [_as_place(_decode_place(key, data)) for key, data in stored]
+        return [_as_place(_decode_place(k, v)) for k, v in zip(keys, values, strict=True)]
     if led is not None:
         return led
     texts: list[bytes] = []
     packed: list[bool] = []
     try:
-        for _, data in stored:
+        for data in values:
             text = placed_text(data) if isinstance(data, bytes) else None
             packed.append(text is not None)
             texts.append(unpack(data).encode() if text is None else text)
         places: list[EffectPlace] = _PLACES_VALIDATOR.validate_json(many_without_hex(texts))
     except ValueError:
-        return [_as_place(_decode_place(key, data)) for key, data in stored]
+        return [_as_place(_decode_place(k, v)) for k, v in zip(keys, values, strict=True)]
     # a hex-packed value's key is the hash's, as _decode_place sets it (its text lost its hex)
     return [
         (key, p.step, p.ordinal, p.state) if hexed else _as_place(p)
-        for p, (key, _), hexed in zip(places, stored, packed, strict=True)
+        for p, key, hexed in zip(places, keys, packed, strict=True)
     ]
 
 
-def _led_places(stored: list[tuple[str, bytes | str]]) -> list[object] | None:
+def _led_places(keys: list[str], values: list[bytes | str]) -> list[object] | None:
     """The place leading each stored value, as :func:`_led_place` reads it and the place's
     validation gives it, without either (no dict, no model); None when a value is not led by
     a place (written before places led them, or a memory store's text). ValueError (or
@@ -305,7 +305,7 @@ def _led_places(stored: list[tuple[str, bytes | str]]) -> list[object] | None:
     append = found.append
     states = PLACE_STATES
     every = True
-    for key, data in stored:
+    for key, data in zip(keys, values, strict=True):
         if not isinstance(data, bytes) or not data.startswith(PLACED):
             every = False
             continue

@@ -185,7 +185,7 @@ class RunView(BaseModel):
         what a resume reads of every effect before it is ready, without a model per effect."""
         places: list[tuple[str, int, int, str]] = []
         append = places.append
-        for _, found in self.effects.briefs():
+        for found in self.effects.brief_values():
             if type(found) is tuple:
                 append(found)
             elif isinstance(found, EffectView | EffectPlace):
