@@ -8,8 +8,10 @@ commit that carries RunResumed. The resume is done by a fresh process (``resume`
 bench's resume figure is; ``--cprofile`` gives the hottest functions of the step loop and of
 each resume process (open to ready). ``--resumes N`` resumes the crashed run N times, each by a
 fresh process with the projector running; ``--against TREE`` alternates them with resumes by
-the code of another checkout (``git worktree add``), back to back, with the load average of
-each, and gives each tree's median.
+the code of another checkout (``git worktree add``; its ``services/`` with this checkout's
+harness, so both are measured by the same code), back to back, with the load average of each,
+and gives each tree's median. ``--first-step``: each resume then replays the run's recorded
+steps and runs the next one, and open -> that step done is reported beside open -> ready.
 ``--concurrent RUNS`` measures instead the bench's concurrency figure (RUNS runs of ``--steps``
 steps started together, opens and finishes included): process CPU per step and, with
 ``--cprofile``, its hottest functions.
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import gc
 import io
 import json
 import os
@@ -33,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import agentledger
 from agentledger.bus.kafka import KafkaEventLog
 from agentledger.cli import configure_logging
 from agentledger.leasing.redis_store import RedisLeaseStore
@@ -116,7 +120,11 @@ async def _env() -> Env:
 
 
 async def _measure(
-    steps: int, use_cprofile: bool, resumes: int = 1, against: list[str] | None = None
+    steps: int,
+    use_cprofile: bool,
+    resumes: int = 1,
+    against: list[str] | None = None,
+    first_step: bool = False,
 ) -> dict[str, Any]:
     env = await _env()
     against = against or []
@@ -156,7 +164,10 @@ async def _measure(
                 report["cprofile_top"] = text.getvalue().splitlines()[:60]
             # A run left open mid-way, resumed by a fresh process.
             crashed = f"crashed-{time.time_ns()}"
-            await _crash_run(peer, crashed, steps)
+            # each resume that runs its first step leaves the run one step longer: the plan
+            # leaves room for all of them
+            planned = steps + 1 + (resumes * (1 + len(against)) if first_step else 0)
+            await _crash_run(peer, crashed, steps, planned)
         finally:
             await peer.stop()
         resumed: list[dict[str, Any]] = []
@@ -164,18 +175,23 @@ async def _measure(
         for i in range(resumes * len(trees)):
             await asyncio.sleep(1.0)  # let the projector catch up, as a real restart would
             tree = trees[i % len(trees)]
-            resumed.append(await _resume_process(crashed, steps, use_cprofile, tree))
+            resumed.append(await _resume_process(crashed, steps, use_cprofile, tree, first_step))
         report.update(_resume_report(resumed, against))
     return report
 
 
+#: This checkout (bench/ is its harness, for the resumes of every tree).
+_HERE = Path(__file__).resolve().parent.parent
+
+
 async def _resume_process(
-    run_id: str, steps: int, use_cprofile: bool, tree: str | None
+    run_id: str, steps: int, use_cprofile: bool, tree: str | None, first_step: bool = False
 ) -> dict[str, Any]:
-    """One resume of ``run_id`` by a fresh process, of this tree's code or of ``tree``'s."""
+    """One resume of ``run_id`` by a fresh process, of this tree's code or of ``tree``'s
+    services (the harness, bench/, is this tree's in both, so both are measured alike)."""
     env = None
     if tree is not None:
-        env = {**os.environ, "PYTHONPATH": f"{tree}/services:{tree}"}
+        env = {**os.environ, "PYTHONPATH": f"{tree}/services:{_HERE}"}
     load = os.getloadavg()[0]
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -186,9 +202,10 @@ async def _resume_process(
         "--steps",
         str(steps),
         *(["--cprofile"] if use_cprofile else []),
+        *(["--first-step"] if first_step else []),
         stdout=asyncio.subprocess.PIPE,
         env=env,
-        cwd=tree,
+        cwd=_HERE,
     )
     stdout, _ = await proc.communicate()
     out: dict[str, Any] = json.loads(stdout.decode().strip().splitlines()[-1])
@@ -207,8 +224,13 @@ def _resume_report(resumed: list[dict[str, Any]], against: list[str]) -> dict[st
         medians[tree] = {
             "total_ms_p50": round(percentile([r["breakdown"]["total"]["ms"] for r in mine], 50), 2),
             "cpu_ms_p50": round(percentile([r["cpu_ms"] for r in mine], 50), 2),
+            "gc_ms_p50": round(percentile([r["gc_to_ready"]["ms"] for r in mine], 50), 2),
             "resumes": len(mine),
         }
+        if all("first_step" in r for r in mine):
+            for key in ("ms", "cpu_ms"):
+                firsts = [r["first_step"][key] for r in mine]
+                medians[tree][f"first_step_{key}_p50"] = round(percentile(firsts, 50), 2)
     return {"resumes_fresh_process": resumed, "resume_p50_by_tree": medians}
 
 
@@ -247,8 +269,8 @@ async def _concurrent(runs: int, steps: int, repeats: int, use_cprofile: bool) -
     return report
 
 
-async def _crash_run(peer: LedgerSdkPeer, run_id: str, steps: int) -> None:
-    """``steps`` steps of a run planned one step longer, then the handle is dropped unfinished
+async def _crash_run(peer: LedgerSdkPeer, run_id: str, steps: int, planned: int) -> None:
+    """``steps`` steps of a run of ``planned`` steps, then the handle is dropped unfinished
     (as a crash between steps: the lease is left to the resumer, same worker id)."""
 
     async def stop_early(done: int) -> None:
@@ -256,19 +278,43 @@ async def _crash_run(peer: LedgerSdkPeer, run_id: str, steps: int) -> None:
             raise _Stop
 
     with contextlib.suppress(_Stop):
-        await peer.run(run_id, steps + 1, stop_early)
+        await peer.run(run_id, planned, stop_early)
 
 
 class _Stop(Exception):  # noqa: N818 - a control-flow signal, not an error
     """Ends the crashed run between steps."""
 
 
-async def _resume(run_id: str, steps: int, use_cprofile: bool) -> dict[str, Any]:
+class _Collections:
+    """The cyclic collector's passes (by generation) and their time, while ``counting``."""
+
+    def __init__(self) -> None:
+        self.passes = [0, 0, 0]
+        self.spent_s = 0.0
+        self.counting = True
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if not self.counting:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.passes[info["generation"]] += 1
+            self.spent_s += time.perf_counter() - self._began
+
+
+async def _resume(
+    run_id: str, steps: int, use_cprofile: bool, first_step: bool = False
+) -> dict[str, Any]:
     env = await _env()
     timers = Timers()
     timers.install()
     ready: list[float] = []
     cpu_ms: list[float] = []
+    stepped: list[tuple[float, float]] = []
+    collections = _Collections()
+    gc.callbacks.append(collections)
     profiler = cProfile.Profile() if use_cprofile else None
     with timers.record():
         if profiler is not None:
@@ -281,19 +327,36 @@ async def _resume(run_id: str, steps: int, use_cprofile: bool) -> dict[str, Any]
         async def probe(done: int) -> None:
             ready.append(time.perf_counter() - start)
             cpu_ms.append((time.process_time() - cpu) * 1000)
+            collections.counting = False
             if profiler is not None:
                 profiler.disable()
             # what the run writes after it is ready (a queued RunResumed committed as the
             # handle closes) is not part of the resume
             timers.recording = False
 
-        await peer.resume(run_id, steps, probe)
+        async def step_done(done: int) -> None:
+            stepped.append((time.perf_counter() - start, time.process_time() - cpu))
+
+        if first_step:
+            await peer.resume_and_step(run_id, steps, probe, step_done)
+        else:
+            await peer.resume(run_id, steps, probe)
     await peer.stop()
     out: dict[str, Any] = {
         "detail": peer.resume_detail,
+        "services": str(Path(agentledger.__file__).parent.parent),
         "cpu_ms": round(cpu_ms[0], 2),
+        "gc_to_ready": {
+            "passes": collections.passes,
+            "ms": round(collections.spent_s * 1000, 2),
+        },
         "breakdown": timers.breakdown(ready[0]),
     }
+    if stepped:  # open -> the first step not checkpointed done (the recorded ones replayed)
+        out["first_step"] = {
+            "ms": round(stepped[0][0] * 1000, 2),
+            "cpu_ms": round(stepped[0][1] * 1000, 2),
+        }
     if profiler is not None:  # open -> ready only (the profiler slows it: the times above too)
         for order in ("tottime", "cumulative"):
             text = io.StringIO()
@@ -317,6 +380,12 @@ def main() -> None:
         metavar="TREE",
         help="alternate the resumes with ones by TREE's code (a checkout), back to back",
     )
+    p.add_argument(
+        "--first-step",
+        action="store_true",
+        help="each resume then replays the recorded steps and runs the next one: open -> "
+        "that step done is reported beside open -> ready (the run grows a step per resume)",
+    )
     p.add_argument("--resume", help=argparse.SUPPRESS)
     a = p.parse_args()
     trees = [str(Path(t).resolve()) for t in a.against]
@@ -328,9 +397,10 @@ def main() -> None:
         print(json.dumps(report, indent=1))
         return
     if a.resume:
-        print(json.dumps(asyncio.run(_resume(a.resume, a.steps, a.cprofile))))
+        print(json.dumps(asyncio.run(_resume(a.resume, a.steps, a.cprofile, a.first_step))))
         return
-    print(json.dumps(asyncio.run(_measure(a.steps, a.cprofile, a.resumes, trees)), indent=1))
+    report = asyncio.run(_measure(a.steps, a.cprofile, a.resumes, trees, a.first_step))
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

@@ -6,12 +6,13 @@ folds the run topics into Redis views while the namespace is measured; resume re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, ClassVar
@@ -107,6 +108,26 @@ async def projector(env: Env, settings: WorkerSettings, log_file: Path) -> Async
                     await proc.wait()
 
 
+def step_body(run_id: str) -> Callable[[Step], Awaitable[Any]]:
+    """The bench's step: one effect (the sandbox's ``emails``), then the ~1 KB message."""
+
+    async def body(step: Step) -> Any:
+        text = message(run_id, step.index + 1)
+        request = EffectRequest(
+            kind="emails",
+            identity={"run": run_id, "step": step.index},
+            free_text={"body": text[:64]},
+        )
+        await step.effect("notify", request)
+        return {"role": "assistant", "content": text}
+
+    return body
+
+
+class _LeftUnfinished(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Leaves a resumed run unfinished after its first new step."""
+
+
 class LedgerSdkPeer(Peer):
     """Ledger.run / Run.step / Step.effect, as an agent author writes them."""
 
@@ -175,17 +196,7 @@ class LedgerSdkPeer(Peer):
         """One run: each step performs its effect and returns its message."""
         plan = plan_of(steps)
         out: list[float] = []
-
-        async def body(step: Step) -> Any:
-            text = message(run_id, step.index + 1)
-            request = EffectRequest(
-                kind="emails",
-                identity={"run": run_id, "step": step.index},
-                free_text={"body": text[:64]},
-            )
-            await step.effect("notify", request)
-            return {"role": "assistant", "content": text}
-
+        body = step_body(run_id)
         opening = time.perf_counter()
         async with self.ledger.run(RunSpec(run_id=run_id, agent=AGENT, plan=plan)) as run:
             self.open_s.append(time.perf_counter() - opening)
@@ -209,6 +220,26 @@ class LedgerSdkPeer(Peer):
         async with self.ledger.run(spec) as run:
             self.resume_detail = f"view from {run.resumed_from}"
             await probe(run.view.cursor)
+
+    async def resume_and_step(
+        self, run_id: str, steps_done: int, probe: Probe, stepped: Probe
+    ) -> None:
+        """:meth:`resume`, then what the resumed agent does next: its recorded steps replayed
+        (each returns its checkpointed result) and the first step not checkpointed run, after
+        which ``stepped`` is called; the run is then left unfinished (an error in the agent:
+        its queued checkpoint committed, the lease released), resumable again one step on.
+        The crashed run's plan must be longer than the steps it has done."""
+        spec = RunSpec(run_id=run_id, agent=AGENT, plan=plan_of(steps_done + 1))
+        body = step_body(run_id)
+        with contextlib.suppress(_LeftUnfinished):
+            async with self.ledger.run(spec) as run:
+                self.resume_detail = f"view from {run.resumed_from}"
+                cursor = run.view.cursor
+                await probe(cursor)
+                for name in run.view.plan[: cursor + 1]:
+                    await run.step(name, body)
+                await stepped(cursor)
+                raise _LeftUnfinished
 
     async def stored_bytes(self) -> int:
         """Kafka segment bytes of the run topics plus Redis memory of the namespace's keys."""

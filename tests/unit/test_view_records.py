@@ -11,15 +11,25 @@ from typing import Any, get_args
 
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentledger._core.replay import effect_index
 from agentledger.events.models import RunResumed, StepCheckpointed, StepStarted
 from agentledger.views import fold
-from agentledger.views.layout import PLACE_STATES, decode_run, encode_effect
+from agentledger.views.layout import PLACE_STATES, _decode_places, decode_run, encode_effect
 from agentledger.views.layout import _decode_place as decode_place
-from agentledger.views.layout import _decode_places as decode_places
+from agentledger.views.layout import _led_place as led_place
 from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
-from agentledger.views.packing import HEXPACKED, PLACED, pack, place_of, unpack
+from agentledger.views.packing import (
+    HEXPACKED,
+    PLACED,
+    many_without_hex,
+    pack,
+    place_of,
+    placed_text,
+    unpack,
+)
 from agentledger.views.records import Records
 
 from .test_view_layout import TRICKY, hashes, rich_view
@@ -29,6 +39,16 @@ def hex_packed(effect: EffectView) -> bytes:
     """An effect's value as sessions 8-14 wrote it: hex-packed, not led by its place (values
     so written must read on)."""
     return pack(effect.model_dump_json(exclude_defaults=True).encode())
+
+
+def decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
+    """The places of many stored effects, read in one pass as a resume reads them."""
+    return _decode_places([k for k, _ in stored], [v for _, v in stored])
+
+
+def as_place(place: EffectPlace) -> tuple[str, int, int, str]:
+    """A place model as the tuple a resume reads (layout.Place)."""
+    return place.idempotency_key, place.step, place.ordinal, place.state
 
 
 #: Writers of effect values whose places a resume reads: the one now, and the one before it.
@@ -183,10 +203,12 @@ def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_
     assert HEXPACKED in stored
     run_hash, steps, _ = hashes(RunView(run_id="r", effects={key: effect}))
     decoded = decode_run(run_hash, steps, {key.encode(): stored})
-    [(found_key, place)] = list(decoded.effects.briefs())
+    [(found_key, brief)] = list(decoded.effects.briefs())
+    [place] = decoded.effect_places()
     assert isinstance(place, EffectPlace)
-    assert found_key == key
+    assert found_key == key == place.idempotency_key
     assert place == EffectPlace.model_validate_json(unpack(stored))
+    assert brief == decoded.placed_effects()[0] == as_place(place)
     assert decoded.effects.undecoded() == 1
     assert decoded.effects[key] == effect
 
@@ -216,7 +238,7 @@ def test_the_places_of_many_effects_read_in_one_pass_are_those_read_one_by_one()
     stored[effects[1].idempotency_key] = encode_effect(effects[1])  # led by its place
     stored[effects[3].idempotency_key] = unpack(stored[effects[3].idempotency_key])  # text
     one_by_one = [decode_place(k, v) for k, v in stored.items()]
-    assert decode_places(list(stored.items())) == one_by_one
+    assert decode_places(list(stored.items())) == [as_place(p) for p in one_by_one]
     assert one_by_one == [
         EffectPlace(idempotency_key=e.idempotency_key, step=e.step, ordinal=1, state=e.state)
         for e in effects
@@ -252,13 +274,8 @@ def test_an_effect_value_is_led_by_its_place_which_a_resume_reads_alone() -> Non
     ]
     assert [EffectView.model_validate_json(unpack(v)) for _, v in stored] == effects
     places = decode_places(stored)
-    assert places == [decode_place(k, v) for k, v in stored]
-    assert places == [
-        EffectPlace(
-            idempotency_key=e.idempotency_key, step=e.step, ordinal=e.ordinal, state=e.state
-        )
-        for e in effects
-    ]
+    assert places == [as_place(decode_place(k, v)) for k, v in stored]
+    assert places == [(e.idempotency_key, e.step, e.ordinal, e.state) for e in effects]
     key, value = stored[2]
     stored[2] = (key, bytes(value).replace(b"2,2,3\x00", b"2,2,99\x00", 1))
     assert place_of(bytes(stored[2][1])) == b"2,2,99"
@@ -283,9 +300,9 @@ def test_stored_values_are_kept_as_given_and_each_brief_is_read_once() -> None:
     values = {f"k{i}": f"v{i}".encode() for i in range(3)}
     calls: list[list[str]] = []
 
-    def brief(stored: list[tuple[str, bytes | str]]) -> list[object]:
-        calls.append([k for k, _ in stored])
-        return [f"brief of {v!r}" for _, v in stored]
+    def brief(keys: list[str], stored: list[bytes | str]) -> list[object]:
+        calls.append(keys)
+        return [f"brief of {v!r}" for v in stored]
 
     records = Records.stored(values, lambda data: ("decoded", data), brief)
     assert all(records._items[k] is v for k, v in values.items())
@@ -333,5 +350,107 @@ class _Watched(dict[str, object]):
         return super().items()
 
 
-def _briefs_of(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    return [("brief", v) for _, v in stored]
+def _briefs_of(keys: list[str], stored: list[bytes | str]) -> list[object]:
+    return [("brief", v) for v in stored]
+
+
+_PLACES = pydantic.TypeAdapter(list[EffectPlace])
+
+
+def reference_places(stored: list[tuple[str, bytes | str]]) -> list[EffectPlace]:
+    """The places of many stored effects as session 17 read them (kept to pin the reading
+    without models): each lead as a dict, validated as models in one call."""
+    try:
+        led = [led_place(key, data) for key, data in stored]
+        if None not in led:
+            return list(_PLACES.validate_python(led))
+    except (ValueError, IndexError):
+        return [decode_place(key, data) for key, data in stored]
+    texts: list[bytes] = []
+    packed: list[bool] = []
+    try:
+        for _, data in stored:
+            text = placed_text(data) if isinstance(data, bytes) else None
+            packed.append(text is not None)
+            texts.append(unpack(data).encode() if text is None else text)
+        places: list[EffectPlace] = _PLACES.validate_json(many_without_hex(texts))
+    except ValueError:
+        return [decode_place(key, data) for key, data in stored]
+    for place, (key, _), hexed in zip(places, stored, packed, strict=True):
+        if hexed:
+            place.__dict__["idempotency_key"] = key
+    return list(places)
+
+
+#: What a stored effect value may be: as written now, as written before, as text, or a lead
+#: that does not read (its state code out of range or not a number, a field missing, a field
+#: not a number, no end).
+_FORMS = ["placed", "hex-packed", "text", "json", "code 99", "code -1", "code x", "two fields",
+          "step x", "no end", "plus"]  # fmt: skip
+
+
+def _stored(effect: EffectView, form: str) -> bytes | str:
+    led = encode_effect(effect)
+    lead = place_of(led)
+    assert lead is not None
+    rest = led[len(PLACED) + len(lead) :]
+    step, ordinal, code = lead.split(b",")
+    corrupt = {
+        "code 99": b"%s,%s,99" % (step, ordinal),
+        "code -1": b"%s,%s,-1" % (step, ordinal),
+        "code x": b"%s,%s,x" % (step, ordinal),
+        "two fields": b"%s,%s" % (step, code),
+        "step x": b"x%s,%s,%s" % (step, ordinal, code),
+        "plus": b"+%s,%s,%s" % (step, ordinal, code),
+    }
+    if form == "placed":
+        return led
+    if form == "hex-packed":
+        return hex_packed(effect)
+    if form == "text":
+        return unpack(led)
+    if form == "json":
+        return effect.model_dump_json().encode()
+    if form == "no end":
+        return PLACED + lead
+    return PLACED + corrupt[form] + rest
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2_000),
+            st.integers(-2, 40),
+            st.sampled_from(PLACE_STATES),
+            st.sampled_from(_FORMS),
+            st.booleans(),
+        ),
+        max_size=12,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_the_places_read_without_models_are_those_the_models_gave(
+    drawn: list[tuple[int, int, str, str, bool]],
+) -> None:
+    """Reading many effects' places straight from their leads gives, for every mix of values
+    led, hex-packed, plain, text and with leads that do not read, the places (key, step,
+    ordinal, state) session 17's validation of a model per lead gave, or the same error."""
+    hexes = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(4))
+    stored: list[tuple[str, bytes | str]] = []
+    for n, (step, ordinal, state, form, hexed) in enumerate(drawn):
+        effect = EffectView(
+            idempotency_key=f"al1-k{n}-{hexes[n : n + 32]}", step=step, ordinal=ordinal,
+            effect="pay", provider="p", kind="k", identity_hash=f"hmac-sha256:{hexes[:64]}",
+            payload_hash="h", request_json=json.dumps({"memo": hexes if hexed else "short"}),
+            state=state,  # type: ignore[arg-type]
+        )  # fmt: skip
+        stored.append((effect.idempotency_key, _stored(effect, form)))
+    try:
+        expected: list[object] = [as_place(p) for p in reference_places(stored)]
+    except ValueError as e:
+        expected = [type(e)]
+    try:
+        found = decode_places(stored)
+    except ValueError as e:
+        found = [type(e)]
+    assert found == expected

@@ -35,7 +35,7 @@ def check_activity(run_id: str, step: StepView, ordinal: int, name: str) -> None
 
 def effect_index(view: RunView) -> dict[tuple[int, int], str]:
     """(step, ordinal) -> idempotency key of every effect the view records."""
-    return {(e.step, e.ordinal): e.idempotency_key for e in view.effect_places() if e.ordinal >= 0}
+    return {(step, ordinal): key for key, step, ordinal, _ in view.placed_effects() if ordinal >= 0}
 
 
 def check_effect(run_id: str, recorded: EffectView | None, ordinal: int, name: str) -> None:

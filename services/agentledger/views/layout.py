@@ -23,6 +23,7 @@ from pydantic import TypeAdapter
 from agentledger.views import plain_json
 from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
 from agentledger.views.packing import (
+    PLACED,
     many_without_hex,
     pack,
     place_of,
@@ -260,32 +261,68 @@ def _decode_effect(data: bytes | str) -> EffectView:
     return effect
 
 
-def _decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    """The places of many stored effects, as :func:`_decode_place` reads each: from the places
-    leading the values when every value is led by one (one validation), else in one regex
-    pass and one validation (a value that is not hex-packed goes in as its JSON, which holds no
-    ``\x01``); if any does not read that way, each is read by :func:`_decode_place`, which
-    raises for a corrupt one."""
+_LEAD_FROM = len(PLACED)
+#: An effect's place as a resume reads it: (idempotency key, step, ordinal, state).
+Place = tuple[str, int, int, str]
+
+
+def _decode_places(keys: list[str], values: list[bytes | str]) -> list[object]:
+    """The places (:data:`Place` tuples) of the effects stored as ``values`` under ``keys``,
+    as :func:`_decode_place` reads each: straight from the places leading the values when
+    every value is led by one (no model is made: a resume reads a 1,000-effect run's places
+    before it is ready), else in one regex pass and one validation (a value that is not
+    hex-packed goes in as its JSON, which holds no ``\x01``); if a lead or a value does not
+    read that way, each is read by :func:`_decode_place`, which raises for a corrupt one."""
     try:
-        led = [_led_place(key, data) for key, data in stored]
-        if None not in led:
-            return list(_PLACES_VALIDATOR.validate_python(led))
+        led = _led_places(keys, values)
     except (ValueError, IndexError):
-        return [_decode_place(key, data) for key, data in stored]
+        return [_as_place(_decode_place(k, v)) for k, v in zip(keys, values, strict=True)]
+    if led is not None:
+        return led
     texts: list[bytes] = []
     packed: list[bool] = []
     try:
-        for _, data in stored:
+        for data in values:
             text = placed_text(data) if isinstance(data, bytes) else None
             packed.append(text is not None)
             texts.append(unpack(data).encode() if text is None else text)
         places: list[EffectPlace] = _PLACES_VALIDATOR.validate_json(many_without_hex(texts))
     except ValueError:
-        return [_decode_place(key, data) for key, data in stored]
-    for place, (key, _), hexed in zip(places, stored, packed, strict=True):
-        if hexed:  # the key from the hash, as _decode_place sets it (its text lost its hex)
-            place.__dict__["idempotency_key"] = key
-    return list(places)
+        return [_as_place(_decode_place(k, v)) for k, v in zip(keys, values, strict=True)]
+    # a hex-packed value's key is the hash's, as _decode_place sets it (its text lost its hex)
+    return [
+        (key, p.step, p.ordinal, p.state) if hexed else _as_place(p)
+        for p, key, hexed in zip(places, keys, packed, strict=True)
+    ]
+
+
+def _led_places(keys: list[str], values: list[bytes | str]) -> list[object] | None:
+    """The place leading each stored value, as :func:`_led_place` reads it and the place's
+    validation gives it, without either (no dict, no model); None when a value is not led by
+    a place (written before places led them, or a memory store's text). ValueError (or
+    IndexError) if a lead does not read, whether or not another value is led."""
+    found: list[object] = []
+    append = found.append
+    states = PLACE_STATES
+    every = True
+    for key, data in zip(keys, values, strict=True):
+        if not isinstance(data, bytes) or not data.startswith(PLACED):
+            every = False
+            continue
+        end = data.find(b"\x00", _LEAD_FROM)
+        if end < 0:
+            msg = "a placed view value has no end to its place"
+            raise ValueError(msg)
+        step, ordinal, code = data[_LEAD_FROM:end].split(b",")
+        if not code.isdigit():
+            msg = f"effect {key!r}: the state code {code!r} of its place is not a code"
+            raise ValueError(msg)
+        append((key, int(step), int(ordinal), states[int(code)]))
+    return found if every else None
+
+
+def _as_place(place: EffectPlace) -> Place:
+    return place.idempotency_key, place.step, place.ordinal, place.state
 
 
 def _decode_place(key: str, data: bytes | str) -> EffectPlace:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,6 +16,7 @@ EffectState = Literal[
 ]
 #: Effect states that still need someone to find out (or finish) what happened.
 OPEN_EFFECT_STATES: frozenset[str] = frozenset({"intended", "unknown"})
+_OPEN = OPEN_EFFECT_STATES
 #: Effect states in which the provider is known to have performed the effect.
 PERFORMED_STATES: frozenset[str] = frozenset({"succeeded", "landed", "compensated"})
 
@@ -178,24 +179,48 @@ class RunView(BaseModel):
     steps: Records[int, StepView] = Field(default_factory=Records)
     effects: Records[str, EffectView] = Field(default_factory=Records)
 
+    def placed_effects(self) -> list[tuple[str, int, int, str]]:
+        """(idempotency key, step, ordinal, state) of every effect, read from the place that
+        leads its stored value while it is still stored (views/records.py, views/layout.py):
+        what a resume reads of every effect before it is ready, without a model per effect."""
+        places: list[tuple[str, int, int, str]] = []
+        append = places.append
+        for found in self.effects.brief_values():
+            if type(found) is tuple:
+                append(found)
+            elif isinstance(found, EffectView | EffectPlace):
+                append((found.idempotency_key, found.step, found.ordinal, found.state))
+            else:
+                msg = f"an effect decoded as {type(found).__name__}"
+                raise TypeError(msg)
+        return places
+
     def effect_places(self) -> list[EffectView | EffectPlace]:
         """Every effect, or its place and state while it is still stored (views/records.py)."""
         places: list[EffectView | EffectPlace] = []
         for _, found in self.effects.briefs():
-            if not isinstance(found, EffectView | EffectPlace):
-                msg = f"an effect decoded as {type(found).__name__}"
+            place = found
+            if type(found) is tuple:
+                key, step, ordinal, state = found
+                place = EffectPlace(idempotency_key=key, step=step, ordinal=ordinal, state=state)
+            if not isinstance(place, EffectView | EffectPlace):
+                msg = f"an effect decoded as {type(place).__name__}"
                 raise TypeError(msg)
-            places.append(found)
+            places.append(place)
         return places
 
     def open_effects(self) -> list[EffectView]:
         """Intents with no known outcome, in the order they were intended."""
-        found = [
-            self.effects[key]
-            for key, e in self.effects.briefs()
-            if isinstance(e, EffectView | EffectPlace) and e.state in OPEN_EFFECT_STATES
-        ]
+        found = [self.effects[key] for key, state in self._effect_states() if state in _OPEN]
         return sorted(found, key=lambda e: (e.step, e.ordinal))
+
+    def _effect_states(self) -> Iterator[tuple[str, str]]:
+        """Each effect's key in the records with its state (from its place while stored)."""
+        for key, found in self.effects.briefs():
+            if type(found) is tuple:
+                yield key, found[3]
+            elif isinstance(found, EffectView | EffectPlace):
+                yield key, found.state
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -42,21 +42,22 @@ class Records(MutableMapping[K, V]):
         self._items: dict[K, Any] = dict(items) if items is not None else {}
         # None: no value is stored (the records were not made by stored())
         self._decode: Callable[[bytes | str], V] | None = None
-        self._brief: Callable[[list[tuple[Any, bytes | str]]], list[object]] | None = None
+        self._brief: Callable[[list[Any], list[bytes | str]], list[object]] | None = None
         self._briefs: dict[K, object] = {}
-        # what the last whole pass of briefs() gave, until a value is set, deleted or decoded
-        self._listed: list[tuple[K, object]] | None = None
+        # what the last whole pass of briefs() gave (the keys, and the value or brief of
+        # each), until a value is set, deleted or decoded
+        self._listed: tuple[list[K], list[object]] | None = None
 
     @classmethod
     def stored(
         cls,
         values: Mapping[K, bytes | str],
         decode: Callable[[bytes | str], V],
-        brief: Callable[[list[tuple[K, bytes | str]]], list[object]] | None = None,
+        brief: Callable[[list[K], list[bytes | str]], list[object]] | None = None,
     ) -> Records[K, V]:
         """Records of stored values, each decoded by ``decode`` the first time it is read;
-        ``brief([(key, value), ...])`` decodes, in one call for every value still stored, the
-        few fields :meth:`briefs` gives of each (a list in the same order)."""
+        ``brief(keys, values)`` decodes, in one call for every value still stored, the few
+        fields :meth:`briefs` gives of each (a list in the same order)."""
         records: Records[K, V] = cls()
         records._items = dict(values)
         records._decode = decode
@@ -64,29 +65,51 @@ class Records(MutableMapping[K, V]):
         return records
 
     def briefs(self) -> Iterator[tuple[K, object]]:
-        """Each key with its value, or with its value's brief while it is still stored (a
-        model of the few fields ``brief`` reads: cheaper than the whole value)."""
+        """Each key with its value, or with its value's brief while it is still stored (the
+        few fields ``brief`` reads: cheaper than the whole value)."""
         items = self._items
         if self._decode is None:  # nothing stored
             yield from items.items()
             return
-        brief = self._brief
-        if brief is None:
+        if self._brief is None:
             for key, value in items.items():
                 yield key, self[key] if _is_stored(value) else value
             return
         listed = self._listed
         if listed is None:
-            known = self._briefs
-            unread = [(k, v) for k, v in items.items() if _is_stored(v) and k not in known]
-            if unread:
-                found = brief(unread)
-                for (key, _), one in zip(unread, found, strict=True):
-                    known[key] = one
-            listed = self._listed = [
-                (key, known[key] if _is_stored(value) else value) for key, value in items.items()
-            ]
-        yield from listed
+            listed = self._list_briefs()
+        yield from zip(*listed, strict=True)
+
+    def brief_values(self) -> list[object]:
+        """What :meth:`briefs` gives for each key, in key order, as a new list."""
+        if self._decode is None or self._brief is None:
+            return [found for _, found in self.briefs()]
+        listed = self._listed
+        if listed is None:
+            listed = self._list_briefs()
+        return list(listed[1])
+
+    def _list_briefs(self) -> tuple[list[K], list[object]]:
+        """The keys and, for each, its value or its value's brief; the briefs of values not
+        read yet are read in one call. Kept until a value is set, deleted or decoded. Two
+        lists and no pair per value: a resume reads a 1,000-effect run's places before it is
+        ready, and every object the collector tracks brings its next pass nearer."""
+        brief = self._brief
+        if brief is None:
+            msg = "records without a brief reader list no briefs"
+            raise TypeError(msg)
+        items = self._items
+        known = self._briefs
+        unread = [
+            k for k, v in items.items() if (type(v) is bytes or type(v) is str) and k not in known
+        ]
+        if unread:
+            found = brief(unread, [items[k] for k in unread])
+            known.update(zip(unread, found, strict=True))
+        keys = list(items)
+        values = [known[k] if type(v) is bytes or type(v) is str else v for k, v in items.items()]
+        self._listed = keys, values
+        return keys, values
 
     def __getitem__(self, key: K) -> V:
         value = self._items[key]
