@@ -130,7 +130,7 @@ async def _warm_up(
         )
 
     before = await applied()
-    runs, _ = await _steady_load(settings, rate, seconds, lambda *_: None)
+    runs, _ = await _steady_load(settings, rate, seconds, lambda *_: None, prefix="warm")
     await until(applied, lambda n: n >= before + runs * EVENTS_PER_RUN, 600)
 
 
@@ -190,11 +190,17 @@ async def _steady_load(
     rate: float,
     seconds: float,
     on_ack: Callable[[str, float, int, dict[tuple[str, int], int]], None],
+    *,
+    prefix: str = "lag",
 ) -> tuple[int, float]:
     """``rate`` runs/s of 8 events for ``seconds``, each run in two publishes (group-committed
     transactions, as a worker writes); ``on_ack(run_id, acked at, last seq, ends)`` once a run's
     last publish returns, ``ends`` being where the run's records end in each partition it
     wrote. Returns the runs offered and the seconds from the start to the last acknowledgement.
+    Run ids are ``prefix`` and the run's number: two loads on the same topics and projector
+    (the warm-up, then the measured one) must differ in ``prefix``, or the second re-writes
+    the first's finished runs (every event a duplicate of one applied: nothing to write, so
+    each run is read from the store and folded again, not the path a new run takes).
 
     Runs are started on a fixed schedule (run ``n`` at ``n / rate`` s, every run already due
     at each wake-up), whatever the earlier ones are doing, so neither a slow publish nor a late
@@ -204,7 +210,7 @@ async def _steady_load(
     async with KafkaEventLog(settings, transactional_id=f"lag-{uuid.uuid4().hex[:6]}") as log:
 
         async def one(n: int) -> None:
-            events = sample_run(f"lag{n:06d}", steps=1)
+            events = sample_run(f"{prefix}{n:06d}", steps=1)
             await log.publish(events[:4])
             await log.publish(events[4:])
             at = time.perf_counter()

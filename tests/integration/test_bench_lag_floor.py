@@ -91,3 +91,45 @@ async def test_the_warm_up_waits_until_the_projector_folded_all_of_it(
     assert not warm.done()
     projector.applied = 10 * EVENTS_PER_RUN
     await asyncio.wait_for(warm, 30)
+
+
+class _Caught:
+    """A projector that has always folded everything: each read reports far more applied."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def metrics(self) -> dict[str, int]:
+        self.reads += 1
+        return {"events_applied": self.reads * 1_000_000}
+
+
+async def test_the_measured_load_writes_runs_the_warm_up_did_not(
+    ledger_settings: CommonSettings,
+) -> None:
+    """A warm-up of 10 runs, then the measured load of 10 on the same topics: the log holds 20
+    runs, none written twice (a measured run re-writing a warm-up run is all duplicates, which
+    the projector reads back and refolds instead of folding a new run)."""
+    await _warm_up(ledger_settings, [_Caught()], 20.0, 0.5)  # type: ignore[arg-type, list-item]
+    measured: list[str] = []
+    offered, _ = await _steady_load(
+        ledger_settings,  # type: ignore[arg-type]
+        20.0,
+        0.5,
+        lambda run, *_: measured.append(run),
+    )
+    assert offered == len(measured) == 10
+    tps = [
+        (topic, p)
+        for topic in topic_names(ledger_settings).run_topics
+        for p in range(ledger_settings.run_partitions)
+    ]
+    assert ledger_settings.kafka_bootstrap is not None
+    records: dict[bytes, int] = {}
+    async with KafkaLogReader(ledger_settings.kafka_bootstrap) as reader:
+        ends = await reader.end_offsets(tps)
+        async for chunk in reader.read({tp: (0, ends[tp]) for tp in tps}, chunk=1000):
+            for r in chunk:
+                records[r.key or b""] = records.get(r.key or b"", 0) + 1
+    assert len(records) == 20
+    assert set(records.values()) == {EVENTS_PER_RUN}
