@@ -63,6 +63,7 @@ from agentledger.projector.testing import (
 )
 from agentledger.projector.workers import worker_count
 from agentledger.settings import CommonSettings
+from agentledger.stack.local import LocalStack
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 from bench.cpu import cpu_seconds, redis_cpu_seconds
@@ -393,27 +394,45 @@ async def _lag(
     }
 
 
+def _local_broker_pid(common: CommonSettings) -> int | None:
+    """The pid of the local stack's broker, when the bench runs on it (None on a given
+    bootstrap, whose broker may be on another machine)."""
+    if common.kafka_bootstrap is not None:
+        return None
+    record = LocalStack(common.state_dir).load().kafka
+    return record.pid if record is not None else None
+
+
 async def _with_cpu_shares(
     measuring: Coroutine[Any, Any, dict[str, float]],
     procs: list[ProjectorProcess],
     store: RedisViewStore,
+    broker_pid: int | None = None,
 ) -> dict[str, float]:
-    """``measuring``'s report, plus the share of a core the projector processes and
-    redis-server used while it ran (CPU seconds over wall seconds: on 2 cores the bench, the
-    projector, the broker and Redis together can use 2.0)."""
+    """``measuring``'s report, plus the share of a core the projector processes, redis-server
+    and the local broker (``broker_pid``) used while it ran (CPU seconds over wall seconds: on
+    2 cores the bench, the projector, the broker and Redis together can use 2.0), and when it
+    ran (Unix time, to line it up with a sampler's or the broker's logs)."""
     pids = [p.pid for p in procs if p.pid is not None]
     projector0 = sum(cpu_seconds(pid) for pid in pids)
     redis0 = await redis_cpu_seconds(store)
-    started = time.perf_counter()
+    broker0 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+    started, started_unix = time.perf_counter(), time.time()
     report = await measuring
     wall = max(1e-9, time.perf_counter() - started)
     projector1 = sum(cpu_seconds(pid) for pid in pids)
     redis1 = await redis_cpu_seconds(store)
-    return {
+    broker1 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+    shares = {
         **report,
         "projector_cpu_share": round((projector1 - projector0) / wall, 2),
         "redis_cpu_share": round((redis1 - redis0) / wall, 2),
+        "started_unix": round(started_unix, 3),
+        "ended_unix": round(started_unix + wall, 3),
     }
+    if broker_pid is not None:
+        shares["broker_cpu_share"] = round((broker1 - broker0) / wall, 2)
+    return shares
 
 
 async def bench(
@@ -431,7 +450,9 @@ async def bench(
     steady load run unmeasured before the measured one, once the projector has folded the
     throughput phase (the lag depends on the state of the stack: DESIGN.md §16, "The lag on a
     stack in use")."""
-    base = await resolve_settings(CommonSettings())
+    common = CommonSettings()
+    base = await resolve_settings(common)
+    broker_pid = _local_broker_pid(common)
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
     runs_n = max(1, events // EVENTS_PER_RUN)
@@ -461,7 +482,7 @@ async def bench(
                 if warmup_seconds > 0:
                     await _warm_up(settings, procs, lag_rate, warmup_seconds)
                 lag = await _with_cpu_shares(
-                    _lag(settings, store, lag_rate, lag_seconds), procs, store
+                    _lag(settings, store, lag_rate, lag_seconds), procs, store, broker_pid
                 )
                 lag["warmup_seconds"] = warmup_seconds
         async with (
