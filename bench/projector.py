@@ -3,6 +3,10 @@
 On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
 topics, in one run:
 
+- first, ``--broker-warmup-seconds`` of the lag floor's load (below) on topics of their own, no
+  projector, in 10 s rounds each reported: a broker started for the run JIT-compiles its
+  transaction path under that load for tens of seconds, which a broker in service has done
+  long before (DESIGN.md §16, "A broker started for the run");
 - a projector is started on the empty topics and stopped (the live namespace is born); then
   ``--events`` run events (runs of 8 events over the three topics, each run written in two
   transactions) are published; then ``--instances`` projector processes (faust workers, one
@@ -70,6 +74,11 @@ from bench.cpu import cpu_seconds, redis_cpu_seconds
 from bench.output import print_report
 
 EVENTS_PER_RUN = 8  # sample_run(steps=1)
+#: Seconds of the lag floor's load that warm the broker up before anything is measured, by
+#: default, in rounds of ``BROKER_WARMUP_ROUND_S`` (DESIGN.md §16, "A broker started for the
+#: run").
+BROKER_WARMUP_S = 120.0
+BROKER_WARMUP_ROUND_S = 10.0
 
 
 async def _publish(settings: ProjectorSettings, runs: int) -> tuple[int, float]:
@@ -285,6 +294,37 @@ async def _lag_floor(settings: ProjectorSettings, rate: float, seconds: float) -
     }
 
 
+async def _broker_warm_up(
+    base: CommonSettings,
+    rate: float,
+    seconds: float,
+    broker_pid: int | None,
+    round_s: float = BROKER_WARMUP_ROUND_S,
+) -> list[dict[str, float]]:
+    """The lag floor's load (:func:`_lag_floor`: the writer's transactions, a read_committed
+    consumer) on topics of its own, in rounds of ``round_s`` for about ``seconds``, before
+    anything is measured: a broker started for the run JIT-compiles its transaction path
+    under this load for tens of seconds, up to half a core beside the projector on this
+    machine, which a broker in service has long done. Each round's floor, and the local
+    broker's CPU share in it (``broker_pid``), shows how cold it was. No projector reads these
+    topics."""
+    assert base.kafka_bootstrap is not None
+    assert base.redis_url is not None
+    rounds: list[dict[str, float]] = []
+    async with isolated_projector(
+        base.kafka_bootstrap, base.redis_url, log_level="WARNING"
+    ) as settings:
+        for _ in range(max(1, round(seconds / round_s))):
+            cpu0 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+            started = time.perf_counter()
+            floor = await _lag_floor(settings, rate, round_s)
+            if broker_pid is not None:
+                wall = max(1e-9, time.perf_counter() - started)
+                floor["broker_cpu_share"] = round((cpu_seconds(broker_pid) - cpu0) / wall, 2)
+            rounds.append(floor)
+    return rounds
+
+
 async def _lag_floor_child(bootstrap: str, topics: list[str], partitions: int, runs: int) -> None:
     """Consume every run topic's partitions from their end (read_committed); once ``runs`` runs
     have all their records (or nothing came for 30 s), print when each was complete."""
@@ -444,18 +484,23 @@ async def bench(
     instances: int = 1,
     rebuild_workers: int = 0,
     warmup_seconds: float = 0.0,
+    broker_warmup_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
     no lag, no faust floor — for rebuilds of millions of events). ``warmup_seconds`` of the
     steady load run unmeasured before the measured one, once the projector has folded the
     throughput phase (the lag depends on the state of the stack: DESIGN.md §16, "The lag on a
-    stack in use")."""
+    stack in use"). ``broker_warmup_seconds`` of the lag floor's load warm the broker up
+    first (:func:`_broker_warm_up`)."""
     common = CommonSettings()
     base = await resolve_settings(common)
     broker_pid = _local_broker_pid(common)
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
     runs_n = max(1, events // EVENTS_PER_RUN)
+    broker_warm_up: list[dict[str, float]] = []
+    if broker_warmup_seconds > 0 and not rebuild_only:
+        broker_warm_up = await _broker_warm_up(base, lag_rate, broker_warmup_seconds, broker_pid)
     async with isolated_projector(
         base.kafka_bootstrap, base.redis_url, log_level="WARNING"
     ) as settings:
@@ -529,6 +574,9 @@ async def bench(
             "faust_delivery_records_per_s": round(faust_floor, 1),
             # the same steady load, no projector: a plain read_committed consumer's lag
             "kafka_delivery_lag": lag_floor,
+            # the same, on topics of its own, in rounds before anything else: the broker's
+            # warm-up (the first round is the floor on the broker as the run found it)
+            "broker_warmup": broker_warm_up,
         },
         "ratio_projector_to_faust_floor": round(applied / faust_floor, 4) if faust_floor else None,
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
@@ -634,6 +682,16 @@ def main(argv: list[str] | None = None) -> None:
         "folds it first; DESIGN.md §16, 'The lag on a stack in use')",
     )
     p.add_argument(
+        "--broker-warmup-seconds",
+        type=float,
+        default=BROKER_WARMUP_S,
+        help="the lag floor's load (the writer's transactions, a read_committed consumer, no "
+        "projector) run this long on topics of their own before anything is measured, in "
+        f"{BROKER_WARMUP_ROUND_S:.0f} s rounds each reported: a broker started for the run "
+        "JIT-compiles its transaction path meanwhile (DESIGN.md §16, 'A broker started for the "
+        "run'); 0 = none",
+    )
+    p.add_argument(
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
     )
     p.add_argument("--instances", type=int, default=1, help="projector processes in the group")
@@ -654,6 +712,7 @@ def main(argv: list[str] | None = None) -> None:
             instances=a.instances,
             rebuild_workers=a.rebuild_workers,
             warmup_seconds=a.warmup_seconds,
+            broker_warmup_seconds=a.broker_warmup_seconds,
         ),
         a.json,
     )

@@ -4,9 +4,10 @@ read_committed consumer in another process, and nothing counted before its recor
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
-from bench.projector import EVENTS_PER_RUN, _lag_floor, _steady_load, _warm_up
+from bench.projector import EVENTS_PER_RUN, _broker_warm_up, _lag_floor, _steady_load, _warm_up
 
 from agentledger.events.keying import run_key
 from agentledger.events.topics import topic_names
@@ -133,3 +134,27 @@ async def test_the_measured_load_writes_runs_the_warm_up_did_not(
                 records[r.key or b""] = records.get(r.key or b"", 0) + 1
     assert len(records) == 20
     assert set(records.values()) == {EVENTS_PER_RUN}
+
+
+async def test_the_broker_warm_up_reports_each_round_on_topics_it_removes(
+    ledger_settings: CommonSettings,
+) -> None:
+    """Two rounds of 20 runs at 40 runs/s: each round's floor saw all 20 runs and carries the
+    given process's CPU share, and its topics are gone afterwards (no projector ever reads
+    them)."""
+    before = await _topic_names(ledger_settings)
+    rounds = await _broker_warm_up(ledger_settings, 40.0, 1.0, os.getpid(), round_s=0.5)
+    assert [r["runs"] for r in rounds] == [20, 20]
+    assert all(r["broker_cpu_share"] >= 0 for r in rounds)
+    assert await _topic_names(ledger_settings) == before
+
+
+async def _topic_names(settings: CommonSettings) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
