@@ -3,6 +3,10 @@
 On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
 topics, in one run:
 
+- first, ``--broker-warmup-seconds`` of the lag floor's load (below) on topics of their own, no
+  projector, in 10 s rounds each reported: a broker started for the run JIT-compiles its
+  transaction path under that load for tens of seconds, which a broker in service has done
+  long before (DESIGN.md §16, "A broker started for the run");
 - a projector is started on the empty topics and stopped (the live namespace is born); then
   ``--events`` run events (runs of 8 events over the three topics, each run written in two
   transactions) are published; then ``--instances`` projector processes (faust workers, one
@@ -63,12 +67,18 @@ from agentledger.projector.testing import (
 )
 from agentledger.projector.workers import worker_count
 from agentledger.settings import CommonSettings
+from agentledger.stack.local import LocalStack
 from agentledger.stack.resolve import resolve_settings
 from agentledger.views.redis_store import RedisViewStore
 from bench.cpu import cpu_seconds, redis_cpu_seconds
 from bench.output import print_report
 
 EVENTS_PER_RUN = 8  # sample_run(steps=1)
+#: Seconds of the lag floor's load that warm the broker up before anything is measured, by
+#: default, in rounds of ``BROKER_WARMUP_ROUND_S`` (DESIGN.md §16, "A broker started for the
+#: run").
+BROKER_WARMUP_S = 120.0
+BROKER_WARMUP_ROUND_S = 10.0
 
 
 async def _publish(settings: ProjectorSettings, runs: int) -> tuple[int, float]:
@@ -130,7 +140,7 @@ async def _warm_up(
         )
 
     before = await applied()
-    runs, _ = await _steady_load(settings, rate, seconds, lambda *_: None)
+    runs, _ = await _steady_load(settings, rate, seconds, lambda *_: None, prefix="warm")
     await until(applied, lambda n: n >= before + runs * EVENTS_PER_RUN, 600)
 
 
@@ -190,11 +200,17 @@ async def _steady_load(
     rate: float,
     seconds: float,
     on_ack: Callable[[str, float, int, dict[tuple[str, int], int]], None],
+    *,
+    prefix: str = "lag",
 ) -> tuple[int, float]:
     """``rate`` runs/s of 8 events for ``seconds``, each run in two publishes (group-committed
     transactions, as a worker writes); ``on_ack(run_id, acked at, last seq, ends)`` once a run's
     last publish returns, ``ends`` being where the run's records end in each partition it
     wrote. Returns the runs offered and the seconds from the start to the last acknowledgement.
+    Run ids are ``prefix`` and the run's number: two loads on the same topics and projector
+    (the warm-up, then the measured one) must differ in ``prefix``, or the second re-writes
+    the first's finished runs (every event a duplicate of one applied: nothing to write, so
+    each run is read from the store and folded again, not the path a new run takes).
 
     Runs are started on a fixed schedule (run ``n`` at ``n / rate`` s, every run already due
     at each wake-up), whatever the earlier ones are doing, so neither a slow publish nor a late
@@ -204,7 +220,7 @@ async def _steady_load(
     async with KafkaEventLog(settings, transactional_id=f"lag-{uuid.uuid4().hex[:6]}") as log:
 
         async def one(n: int) -> None:
-            events = sample_run(f"lag{n:06d}", steps=1)
+            events = sample_run(f"{prefix}{n:06d}", steps=1)
             await log.publish(events[:4])
             await log.publish(events[4:])
             at = time.perf_counter()
@@ -276,6 +292,37 @@ async def _lag_floor(settings: ProjectorSettings, rate: float, seconds: float) -
         "lag_p99_ms": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 2),
         "lag_max_ms": round(ms[-1], 2),
     }
+
+
+async def _broker_warm_up(
+    base: CommonSettings,
+    rate: float,
+    seconds: float,
+    broker_pid: int | None,
+    round_s: float = BROKER_WARMUP_ROUND_S,
+) -> list[dict[str, float]]:
+    """The lag floor's load (:func:`_lag_floor`: the writer's transactions, a read_committed
+    consumer) on topics of its own, in rounds of ``round_s`` for about ``seconds``, before
+    anything is measured: a broker started for the run JIT-compiles its transaction path
+    under this load for tens of seconds, up to half a core beside the projector on this
+    machine, which a broker in service has long done. Each round's floor, and the local
+    broker's CPU share in it (``broker_pid``), shows how cold it was. No projector reads these
+    topics."""
+    assert base.kafka_bootstrap is not None
+    assert base.redis_url is not None
+    rounds: list[dict[str, float]] = []
+    async with isolated_projector(
+        base.kafka_bootstrap, base.redis_url, log_level="WARNING"
+    ) as settings:
+        for _ in range(max(1, round(seconds / round_s))):
+            cpu0 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+            started = time.perf_counter()
+            floor = await _lag_floor(settings, rate, round_s)
+            if broker_pid is not None:
+                wall = max(1e-9, time.perf_counter() - started)
+                floor["broker_cpu_share"] = round((cpu_seconds(broker_pid) - cpu0) / wall, 2)
+            rounds.append(floor)
+    return rounds
 
 
 async def _lag_floor_child(bootstrap: str, topics: list[str], partitions: int, runs: int) -> None:
@@ -387,27 +434,45 @@ async def _lag(
     }
 
 
+def _local_broker_pid(common: CommonSettings) -> int | None:
+    """The pid of the local stack's broker, when the bench runs on it (None on a given
+    bootstrap, whose broker may be on another machine)."""
+    if common.kafka_bootstrap is not None:
+        return None
+    record = LocalStack(common.state_dir).load().kafka
+    return record.pid if record is not None else None
+
+
 async def _with_cpu_shares(
     measuring: Coroutine[Any, Any, dict[str, float]],
     procs: list[ProjectorProcess],
     store: RedisViewStore,
+    broker_pid: int | None = None,
 ) -> dict[str, float]:
-    """``measuring``'s report, plus the share of a core the projector processes and
-    redis-server used while it ran (CPU seconds over wall seconds: on 2 cores the bench, the
-    projector, the broker and Redis together can use 2.0)."""
+    """``measuring``'s report, plus the share of a core the projector processes, redis-server
+    and the local broker (``broker_pid``) used while it ran (CPU seconds over wall seconds: on
+    2 cores the bench, the projector, the broker and Redis together can use 2.0), and when it
+    ran (Unix time, to line it up with a sampler's or the broker's logs)."""
     pids = [p.pid for p in procs if p.pid is not None]
     projector0 = sum(cpu_seconds(pid) for pid in pids)
     redis0 = await redis_cpu_seconds(store)
-    started = time.perf_counter()
+    broker0 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+    started, started_unix = time.perf_counter(), time.time()
     report = await measuring
     wall = max(1e-9, time.perf_counter() - started)
     projector1 = sum(cpu_seconds(pid) for pid in pids)
     redis1 = await redis_cpu_seconds(store)
-    return {
+    broker1 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+    shares = {
         **report,
         "projector_cpu_share": round((projector1 - projector0) / wall, 2),
         "redis_cpu_share": round((redis1 - redis0) / wall, 2),
+        "started_unix": round(started_unix, 3),
+        "ended_unix": round(started_unix + wall, 3),
     }
+    if broker_pid is not None:
+        shares["broker_cpu_share"] = round((broker1 - broker0) / wall, 2)
+    return shares
 
 
 async def bench(
@@ -419,16 +484,23 @@ async def bench(
     instances: int = 1,
     rebuild_workers: int = 0,
     warmup_seconds: float = 0.0,
+    broker_warmup_seconds: float = 0.0,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
     no lag, no faust floor — for rebuilds of millions of events). ``warmup_seconds`` of the
     steady load run unmeasured before the measured one, once the projector has folded the
     throughput phase (the lag depends on the state of the stack: DESIGN.md §16, "The lag on a
-    stack in use")."""
-    base = await resolve_settings(CommonSettings())
+    stack in use"). ``broker_warmup_seconds`` of the lag floor's load warm the broker up
+    first (:func:`_broker_warm_up`)."""
+    common = CommonSettings()
+    base = await resolve_settings(common)
+    broker_pid = _local_broker_pid(common)
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
     runs_n = max(1, events // EVENTS_PER_RUN)
+    broker_warm_up: list[dict[str, float]] = []
+    if broker_warmup_seconds > 0 and not rebuild_only:
+        broker_warm_up = await _broker_warm_up(base, lag_rate, broker_warmup_seconds, broker_pid)
     async with isolated_projector(
         base.kafka_bootstrap, base.redis_url, log_level="WARNING"
     ) as settings:
@@ -455,7 +527,7 @@ async def bench(
                 if warmup_seconds > 0:
                     await _warm_up(settings, procs, lag_rate, warmup_seconds)
                 lag = await _with_cpu_shares(
-                    _lag(settings, store, lag_rate, lag_seconds), procs, store
+                    _lag(settings, store, lag_rate, lag_seconds), procs, store, broker_pid
                 )
                 lag["warmup_seconds"] = warmup_seconds
         async with (
@@ -502,6 +574,9 @@ async def bench(
             "faust_delivery_records_per_s": round(faust_floor, 1),
             # the same steady load, no projector: a plain read_committed consumer's lag
             "kafka_delivery_lag": lag_floor,
+            # the same, on topics of its own, in rounds before anything else: the broker's
+            # warm-up (the first round is the floor on the broker as the run found it)
+            "broker_warmup": broker_warm_up,
         },
         "ratio_projector_to_faust_floor": round(applied / faust_floor, 4) if faust_floor else None,
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
@@ -607,6 +682,16 @@ def main(argv: list[str] | None = None) -> None:
         "folds it first; DESIGN.md §16, 'The lag on a stack in use')",
     )
     p.add_argument(
+        "--broker-warmup-seconds",
+        type=float,
+        default=BROKER_WARMUP_S,
+        help="the lag floor's load (the writer's transactions, a read_committed consumer, no "
+        "projector) run this long on topics of their own before anything is measured, in "
+        f"{BROKER_WARMUP_ROUND_S:.0f} s rounds each reported: a broker started for the run "
+        "JIT-compiles its transaction path meanwhile (DESIGN.md §16, 'A broker started for the "
+        "run'); 0 = none",
+    )
+    p.add_argument(
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
     )
     p.add_argument("--instances", type=int, default=1, help="projector processes in the group")
@@ -627,6 +712,7 @@ def main(argv: list[str] | None = None) -> None:
             instances=a.instances,
             rebuild_workers=a.rebuild_workers,
             warmup_seconds=a.warmup_seconds,
+            broker_warmup_seconds=a.broker_warmup_seconds,
         ),
         a.json,
     )

@@ -4,9 +4,10 @@ read_committed consumer in another process, and nothing counted before its recor
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
-from bench.projector import EVENTS_PER_RUN, _lag_floor, _steady_load, _warm_up
+from bench.projector import EVENTS_PER_RUN, _broker_warm_up, _lag_floor, _steady_load, _warm_up
 
 from agentledger.events.keying import run_key
 from agentledger.events.topics import topic_names
@@ -91,3 +92,69 @@ async def test_the_warm_up_waits_until_the_projector_folded_all_of_it(
     assert not warm.done()
     projector.applied = 10 * EVENTS_PER_RUN
     await asyncio.wait_for(warm, 30)
+
+
+class _Caught:
+    """A projector that has always folded everything: each read reports far more applied."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def metrics(self) -> dict[str, int]:
+        self.reads += 1
+        return {"events_applied": self.reads * 1_000_000}
+
+
+async def test_the_measured_load_writes_runs_the_warm_up_did_not(
+    ledger_settings: CommonSettings,
+) -> None:
+    """A warm-up of 10 runs, then the measured load of 10 on the same topics: the log holds 20
+    runs, none written twice (a measured run re-writing a warm-up run is all duplicates, which
+    the projector reads back and refolds instead of folding a new run)."""
+    await _warm_up(ledger_settings, [_Caught()], 20.0, 0.5)  # type: ignore[arg-type, list-item]
+    measured: list[str] = []
+    offered, _ = await _steady_load(
+        ledger_settings,  # type: ignore[arg-type]
+        20.0,
+        0.5,
+        lambda run, *_: measured.append(run),
+    )
+    assert offered == len(measured) == 10
+    tps = [
+        (topic, p)
+        for topic in topic_names(ledger_settings).run_topics
+        for p in range(ledger_settings.run_partitions)
+    ]
+    assert ledger_settings.kafka_bootstrap is not None
+    records: dict[bytes, int] = {}
+    async with KafkaLogReader(ledger_settings.kafka_bootstrap) as reader:
+        ends = await reader.end_offsets(tps)
+        async for chunk in reader.read({tp: (0, ends[tp]) for tp in tps}, chunk=1000):
+            for r in chunk:
+                records[r.key or b""] = records.get(r.key or b"", 0) + 1
+    assert len(records) == 20
+    assert set(records.values()) == {EVENTS_PER_RUN}
+
+
+async def test_the_broker_warm_up_reports_each_round_on_topics_it_removes(
+    ledger_settings: CommonSettings,
+) -> None:
+    """Two rounds of 20 runs at 40 runs/s: each round's floor saw all 20 runs and carries the
+    given process's CPU share, and its topics are gone afterwards (no projector ever reads
+    them)."""
+    before = await _topic_names(ledger_settings)
+    rounds = await _broker_warm_up(ledger_settings, 40.0, 1.0, os.getpid(), round_s=0.5)
+    assert [r["runs"] for r in rounds] == [20, 20]
+    assert all(r["broker_cpu_share"] >= 0 for r in rounds)
+    assert await _topic_names(ledger_settings) == before
+
+
+async def _topic_names(settings: CommonSettings) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
