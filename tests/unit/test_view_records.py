@@ -204,7 +204,7 @@ def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_
     run_hash, steps, _ = hashes(RunView(run_id="r", effects={key: effect}))
     decoded = decode_run(run_hash, steps, {key.encode(): stored})
     [(found_key, brief)] = list(decoded.effects.briefs())
-    [place] = decoded.effect_places()
+    place = decode_place(key, stored)
     assert isinstance(place, EffectPlace)
     assert found_key == key == place.idempotency_key
     assert place == EffectPlace.model_validate_json(unpack(stored))

@@ -195,20 +195,6 @@ class RunView(BaseModel):
                 raise TypeError(msg)
         return places
 
-    def effect_places(self) -> list[EffectView | EffectPlace]:
-        """Every effect, or its place and state while it is still stored (views/records.py)."""
-        places: list[EffectView | EffectPlace] = []
-        for _, found in self.effects.briefs():
-            place = found
-            if type(found) is tuple:
-                key, step, ordinal, state = found
-                place = EffectPlace(idempotency_key=key, step=step, ordinal=ordinal, state=state)
-            if not isinstance(place, EffectView | EffectPlace):
-                msg = f"an effect decoded as {type(place).__name__}"
-                raise TypeError(msg)
-            places.append(place)
-        return places
-
     def open_effects(self) -> list[EffectView]:
         """Intents with no known outcome, in the order they were intended."""
         found = [self.effects[key] for key, state in self._effect_states() if state in _OPEN]
