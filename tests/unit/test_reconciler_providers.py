@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agentledger.errors import ProviderRequestError, ProviderUnavailableError
 from agentledger.providers.faults import FaultRule
 from agentledger.providers.memory import MemoryProvider
@@ -119,3 +121,34 @@ async def test_unknown_provider_and_missing_compensation_are_explained() -> None
     refused = await p.compensate("lo", "payments", "pay_1", "k:compensate")
     assert isinstance(refused, ProviderRequestError)
     assert "cannot compensate" in str(refused)
+
+
+class _Tracked(MemoryProvider):
+    """A memory provider that records its start and stop, and can refuse to start."""
+
+    def __init__(self, name: str, *, refuse: bool = False) -> None:
+        super().__init__(name=name)
+        self.refuse = refuse
+        self.started = False
+        self.stopped = False
+
+    async def start(self) -> None:
+        if self.refuse:
+            raise ProviderUnavailableError(f"{self.name} refused to start")
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+async def test_a_pool_whose_adapter_fails_to_start_stops_the_ones_it_started() -> None:
+    """The second adapter refusing to start: the first, already started, is stopped again and
+    the error reaches the caller (no adapter's connections are left open)."""
+    first, second = _Tracked("a"), _Tracked("b", refuse=True)
+    p = pool({"a": first, "b": second}, [0])
+    with pytest.raises(ProviderUnavailableError, match="b refused to start"):
+        async with p:
+            pytest.fail("the pool must not start")
+    assert first.started
+    assert first.stopped
+    assert not second.started

@@ -87,7 +87,13 @@ class Ports:
         self._stopped = False
 
     async def __aenter__(self) -> Self:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            # What the start opened is closed: a Redis check that passed beside a Kafka start
+            # that failed left a live connection in the pool (DESIGN.md §11).
+            await self.stop()
+            raise
         return self
 
     async def __aexit__(

@@ -101,7 +101,11 @@ class ConsoleReads:
         self._alerts = RedisAlertStore(self._redis, settings.key_prefix)
 
     async def __aenter__(self) -> ConsoleReads:
-        await self._lookup.__aenter__()
+        try:
+            await self._lookup.__aenter__()
+        except BaseException:
+            await self._redis.aclose()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

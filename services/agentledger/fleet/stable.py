@@ -46,7 +46,11 @@ class StableBarrier:
         self.waits = 0  # barriers that had to wait (for logs and tests)
 
     async def __aenter__(self) -> StableBarrier:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()  # the first client, when the second did not start
+            raise
         return self
 
     async def __aexit__(

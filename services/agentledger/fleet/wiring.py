@@ -77,7 +77,11 @@ class RunLookup:
         )
 
     async def __aenter__(self) -> RunLookup:
-        await self.views.__aenter__()
+        try:
+            await self.views.__aenter__()
+        except BaseException:
+            await self.__aexit__()  # a refused check (a cluster node, say) left a connection
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -107,8 +107,12 @@ class ProviderPool:
         if self._stack is not None:
             return
         stack = AsyncExitStack()
-        for adapter in self._all():
-            await stack.enter_async_context(adapter)
+        try:
+            for adapter in self._all():
+                await stack.enter_async_context(adapter)
+        except BaseException:
+            await stack.aclose()  # the adapters started before the one that failed
+            raise
         self._stack = stack
 
     async def stop(self) -> None:
