@@ -8,6 +8,7 @@ settle and alert ack forms, sign in/out, ``GET /live`` (server-sent events) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -54,10 +55,14 @@ class Console:
         self.guard = Guard(settings.console_token)
         self.metrics = ConsoleMetrics()
         self.env: jinja2.Environment = environment()
+        # Set on shutdown: every live stream ends within one interval (they never end by
+        # themselves, and one left running would go on reading Redis after the reads closed).
+        self._closing = asyncio.Event()
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
         app = web.Application(middlewares=[self._middleware])
+        app.on_shutdown.append(self._end_live_streams)
         app.router.add_get("/", self._root)
         app.router.add_get("/runs", self._runs)
         app.router.add_get("/runs/{run_id}", self._run)
@@ -175,16 +180,24 @@ class Console:
                                                "Cache-Control": "no-cache"})  # fmt: skip
         await response.prepare(request)
         last = request.query.get("since") or None
-        async for mark in self._marks(run_id):
+        async for mark in self._marks(run_id, request):
             if mark != last:
                 await response.write(f"data: {mark}\n\n".encode())
                 last = mark
         return response
 
-    async def _marks(self, run_id: str | None) -> AsyncIterator[str]:
-        while True:
+    async def _marks(self, run_id: str | None, request: web.Request) -> AsyncIterator[str]:
+        """The fingerprint every interval, until the console shuts down or the client leaves
+        (aiohttp does not cancel a handler whose client left: it would poll forever)."""
+        while not self._closing.is_set() and not _gone(request):
             yield await self.reads.fingerprint(run_id)
-            await asyncio.sleep(self.settings.console_live_interval_s)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.console_live_interval_s):
+                    await self._closing.wait()
+
+    async def _end_live_streams(self, app: web.Application) -> None:
+        """On shutdown, before aiohttp waits for the handlers: the live streams end."""
+        self._closing.set()
 
     # --- access ------------------------------------------------------------------------------
 
@@ -274,3 +287,9 @@ def _run_url(run_id: str, done: str) -> str:
 def _local(target: str) -> str:
     """Only same-site paths as redirect targets (no ``//host`` or ``https://…``)."""
     return target if target.startswith("/") and not target.startswith("//") else "/runs"
+
+
+def _gone(request: web.Request) -> bool:
+    """Whether the client of ``request`` has closed its connection."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
