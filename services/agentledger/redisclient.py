@@ -7,8 +7,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, cast
 
 import redis.exceptions
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection
 
 from agentledger.errors import AgentLedgerError, ConfigurationError, UnreachableError
 from agentledger.outage import ride_out
@@ -111,6 +112,34 @@ def fast_packing(client: Redis) -> Redis:
     return client
 
 
+class StaysClosedPool(ConnectionPool):
+    """A pool that stays closed once its client closed it: a connection released after that is
+    disconnected, not kept.
+
+    redis-py's closed pool is only disconnected: the next command on it connects again, and a
+    task that outlived its client's close (a stream not yet ended, a batch still in flight)
+    would leave that connection open, to be reported unclosed by the collector whenever it runs
+    (DESIGN.md §11). Commands still work; each then closes its connection after use.
+    """
+
+    _closed = False
+
+    async def aclose(self) -> None:
+        """Close the pool, disconnecting all connections, and keep it closed."""
+        self._closed = True
+        await super().aclose()
+
+    async def release(self, connection: AbstractConnection) -> None:
+        """Back to the pool, disconnected if the pool was closed."""
+        await super().release(connection)
+        if self._closed:
+            await connection.disconnect()
+
+
+class StaysClosedBlockingPool(StaysClosedPool, BlockingConnectionPool):
+    """:class:`StaysClosedPool` whose callers wait for a free connection."""
+
+
 def redis_options(settings: CommonSettings | None, url: str | None = None) -> dict[str, Any]:
     """The TLS keyword arguments of every Redis client here (the one place that decides them).
 
@@ -161,15 +190,14 @@ def redis_client(url: str, *, settings: CommonSettings | None) -> Redis:
     AGENTLEDGER_REDIS_CLUSTER is true, else a plain one with agentledger's timeouts."""
     if _cluster(settings):
         return cluster_client(url, settings=settings)
-    return fast_packing(
-        Redis.from_url(
-            url,
-            **redis_options(settings, url),
-            **_DRIVER,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
-            socket_timeout=SOCKET_TIMEOUT_S,
-        )
+    pool = StaysClosedPool.from_url(
+        url,
+        **redis_options(settings, url),
+        **_DRIVER,
+        socket_connect_timeout=SOCKET_TIMEOUT_S,
+        socket_timeout=SOCKET_TIMEOUT_S,
     )
+    return fast_packing(Redis.from_pool(pool))
 
 
 def is_cluster(client: Redis) -> bool:
@@ -227,7 +255,7 @@ def pooled_client(
     """
     if _cluster(settings):
         return cluster_client(url, settings=settings, max_connections=max_connections)
-    pool = BlockingConnectionPool.from_url(
+    pool = StaysClosedBlockingPool.from_url(
         url,
         **redis_options(settings, url),
         **_DRIVER,

@@ -6,12 +6,13 @@ import asyncio
 
 import pytest
 import redis.exceptions
+from redis.asyncio import Redis
 
 from agentledger._core.ports import WorkerPorts
 from agentledger._core.settings import WorkerSettings
 from agentledger.bus.port import Position
 from agentledger.errors import UnreachableError
-from agentledger.redisclient import pooled_client
+from agentledger.redisclient import pooled_client, redis_client
 from agentledger.settings import CommonSettings
 from agentledger.views.redis_store import RedisViewStore
 
@@ -99,3 +100,30 @@ async def test_a_redis_command_error_is_not_taken_for_an_unreachable_redis(
             await store.read_progress("v1")
     finally:
         await client.aclose()
+
+
+def _connected(client: Redis) -> int:
+    """How many of ``client``'s pooled connections hold a socket."""
+    pool = client.connection_pool
+    return sum(
+        1
+        for c in [*pool._get_free_connections(), *pool._get_in_use_connections()]
+        if c.is_connected
+    )
+
+
+@pytest.mark.parametrize("make", ["redis_client", "pooled_client"])
+async def test_a_client_used_after_its_close_leaves_no_connection_open(
+    ledger_settings: CommonSettings, make: str
+) -> None:
+    """A task that outlives its client's close still gets its answer, and the connection it
+    opened is closed again when released (not left open for the collector to report)."""
+    assert ledger_settings.redis_url is not None
+    url = ledger_settings.redis_url
+    client = redis_client(url, settings=None) if make == "redis_client" else pooled_client(url)
+    assert await client.ping()
+    await client.aclose()
+    assert _connected(client) == 0
+    assert await client.ping()  # a straggler's command after the close
+    assert _connected(client) == 0
+    await client.aclose()

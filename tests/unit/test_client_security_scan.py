@@ -12,7 +12,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "services" / "agentledger"
 
 KAFKA_CLIENTS = {"AIOKafkaProducer", "AIOKafkaConsumer", "AIOKafkaAdminClient"}
 # Class names whose construction (``X(...)`` or ``X.from_url(...)``) opens Redis connections.
-REDIS_CLIENTS = {"Redis", "RedisCluster", "BlockingConnectionPool", "ConnectionPool"}
+REDIS_CLIENTS = {
+    "Redis",
+    "RedisCluster",
+    "BlockingConnectionPool",
+    "ConnectionPool",
+    "StaysClosedPool",
+    "StaysClosedBlockingPool",
+}
 FAUST_APPS = {"App", "ProjectorApp"}
 # Our own wrappers take the settings whose options they pass on; product code must give them.
 WRAPPERS = {
