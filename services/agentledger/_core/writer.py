@@ -28,6 +28,11 @@ E = TypeVar("E", bound=RunEvent)
 Checkpoints = Literal["each_step", "with_next_commit"]
 #: A queue of deferred checkpoints longer than this is committed at the end of the step.
 MAX_DEFERRED_EVENTS = 64
+#: What the fold reports touched, which no writer reads: one result for every writer, emptied
+#: after each event (a FoldResult is seven lists and two sets, each alive as long as its run:
+#: fewer objects for the cyclic collector to walk; DESIGN.md §13, sessions 15 and 19). The
+#: fold never reads it and appends only within one apply_event, which no await interrupts.
+_UNREAD = FoldResult(view=RunView(run_id="unread"))
 
 
 class RunWriter:
@@ -55,10 +60,7 @@ class RunWriter:
         self._before_publish = before_publish
         self._after_commit = after_commit
         self.pending: list[Event] = []
-        # what the fold reports touched, which the writer does not read: one result for the
-        # writer's life, emptied after each event, instead of a FoldResult (seven lists and
-        # two sets) made by apply_event for every event (DESIGN.md §13, session 15)
-        self._touched = FoldResult(view=view)
+        self._touched = _UNREAD
         self.broken: BaseException | None = None
         self.commits = 0
         self.events_written = 0
