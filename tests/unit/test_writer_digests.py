@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 from typing import Any
 
@@ -119,3 +120,24 @@ async def test_a_runs_view_handed_out_has_the_digests_of_what_it_wrote() -> None
 async def _answer() -> str:
     """An activity's value."""
     return "ok"
+
+
+async def test_a_flushed_event_is_not_kept_by_the_writer_and_its_digest_is_still_made() -> None:
+    """Once flushed, no event is held by the writer (only its fields, for its digest): the
+    view read afterwards still has the fold's digests, in order."""
+    writer = RunWriter(
+        MemoryEventLog(),
+        RunView(run_id=RUN),
+        fence=1,
+        worker_id="w1",
+        clock=iter(range(1000, 2000)).__next__,
+    )
+    written = []
+    for event in _run_events(3, {1}, None):
+        written.append(writer.append(type(event), **_fields(event)))
+    reference = fold(RunView(run_id=RUN), list(writer.pending)).view
+    await writer.flush()
+    kept = {id(writer), id(writer.__dict__), *(id(v) for v in vars(writer).values())}
+    for event in written:
+        assert not [h for h in gc.get_referrers(event) if id(h) in kept]
+    assert _digests(writer.view) == _digests(reference)

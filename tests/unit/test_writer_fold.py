@@ -34,3 +34,35 @@ def test_the_writers_view_is_the_fold_of_its_events_and_it_keeps_nothing_touched
     assert writer.view.recent_digests == folded.view.recent_digests
     assert not writer._touched.touched_steps
     assert not writer._touched.touched_effects
+
+
+def test_writers_of_runs_written_together_share_one_touched_record_and_fold_their_own() -> None:
+    """Writers of several runs appending in turn keep no record of what the fold touched each
+    (one for all, emptied after each event), and each view is the fold of its own events."""
+    clock = iter(range(1000, 2000))
+    writers = {
+        run: RunWriter(
+            MemoryEventLog(),
+            RunView(run_id=run),
+            fence=1,
+            worker_id="w1",
+            clock=lambda: next(clock),
+        )
+        for run in ("run-a", "run-b", "run-c")
+    }
+    runs = {run: list(_run_events(3, {1}, None)) for run in writers}
+    for index in range(max(len(events) for events in runs.values())):
+        for run, events in runs.items():
+            if index < len(events):
+                event = events[index]
+                fields = {
+                    k: getattr(event, k) for k in type(event).model_fields if k not in _ENVELOPE
+                }
+                writers[run].append(type(event), **fields)
+    touched = {id(writer._touched) for writer in writers.values()}
+    assert len(touched) == 1
+    for run, writer in writers.items():
+        folded = fold(RunView(run_id=run), list(writer.pending))
+        assert writer.view.model_dump() == folded.view.model_dump()
+        assert not writer._touched.touched_steps
+        assert not writer._touched.touched_effects

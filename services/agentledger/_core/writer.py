@@ -28,6 +28,11 @@ E = TypeVar("E", bound=RunEvent)
 Checkpoints = Literal["each_step", "with_next_commit"]
 #: A queue of deferred checkpoints longer than this is committed at the end of the step.
 MAX_DEFERRED_EVENTS = 64
+#: What the fold reports touched, which no writer reads: one result for every writer, emptied
+#: after each event (a FoldResult is seven lists and two sets, each alive as long as its run:
+#: fewer objects for the cyclic collector to walk; DESIGN.md §13, sessions 15 and 19). The
+#: fold never reads it and appends only within one apply_event, which no await interrupts.
+_UNREAD = FoldResult(view=RunView(run_id="unread"))
 
 
 class RunWriter:
@@ -47,18 +52,20 @@ class RunWriter:
         self.log = log
         self._view = view
         # the events folded without their digest (DESIGN.md §13, session 17): the last
-        # RECENT_DIGESTS are enough, an older one's entry would be dropped by the next ones
-        self._undigested: deque[RunEvent] = deque(maxlen=RECENT_DIGESTS)
+        # RECENT_DIGESTS are enough, an older one's entry would be dropped by the next ones.
+        # Each is kept as its class and its own field dict, not as the event: such a dict
+        # holds no container (the cyclic collector does not track it), while the event and
+        # its set of fields are two objects more to walk for as long as the run is open
+        # (session 19). The two deques stay in step: appended and cleared together.
+        self._undigested: deque[dict[str, Any]] = deque(maxlen=RECENT_DIGESTS)
+        self._undigested_kinds: deque[type[RunEvent]] = deque(maxlen=RECENT_DIGESTS)
         self.fence = fence
         self.worker_id = worker_id
         self._clock = clock
         self._before_publish = before_publish
         self._after_commit = after_commit
         self.pending: list[Event] = []
-        # what the fold reports touched, which the writer does not read: one result for the
-        # writer's life, emptied after each event, instead of a FoldResult (seven lists and
-        # two sets) made by apply_event for every event (DESIGN.md §13, session 15)
-        self._touched = FoldResult(view=view)
+        self._touched = _UNREAD
         self.broken: BaseException | None = None
         self.commits = 0
         self.events_written = 0
@@ -69,8 +76,11 @@ class RunWriter:
         (``recent_digests`` included, made now for the events appended since the last read)."""
         undigested = self._undigested
         if undigested:
-            note_digests(self._view, undigested)
+            kinds = self._undigested_kinds
+            events = [kind.model_construct(**f) for kind, f in zip(kinds, undigested, strict=True)]
+            note_digests(self._view, events)
             undigested.clear()
+            kinds.clear()
         return self._view
 
     @property
@@ -108,7 +118,8 @@ class RunWriter:
             raise RunClosedError(msg, run_id=view.run_id)
         touched = self._touched
         apply_event(view, event, touched, digest=False)
-        self._undigested.append(event)
+        self._undigested.append(event.__dict__)
+        self._undigested_kinds.append(cls)
         touched.touched_steps.clear()
         touched.touched_effects.clear()
         self.pending.append(event)

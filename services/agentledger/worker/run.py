@@ -343,12 +343,14 @@ class Run:
                 session.ensure_lease()
                 await writer.flush()
             session.kill_point("checkpoint_pending")
-            step.log.debug("step_checkpoint_queued")
+            # step.log's event (its fields, in its order), without binding a logger for a line
+            # below the usual level (DESIGN.md §13, session 19)
+            session.log.debug("step_checkpoint_queued", step=index, step_name=name, attempt=attempt)
             return value, None
         session.ensure_lease()
         await writer.flush()
         session.kill_point("after_checkpoint")
-        step.log.debug("step_checkpointed")
+        session.log.debug("step_checkpointed", step=index, step_name=name, attempt=attempt)
         return value, None
 
     async def sync(self) -> None:

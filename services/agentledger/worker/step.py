@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -33,7 +34,12 @@ class Step:
         self.attempt = attempt
         self._activities = 0
         self._effects = 0
-        self.log = session.log.bind(step=index, step_name=name, attempt=attempt)
+
+    @functools.cached_property
+    def log(self) -> Any:
+        """The run's structlog logger with this step's index, name and attempt bound (bound on
+        first use: most steps log nothing at the configured level, DESIGN.md §13, session 19)."""
+        return self._session.log.bind(step=self.index, step_name=self.name, attempt=self.attempt)
 
     @property
     def run_id(self) -> str:
