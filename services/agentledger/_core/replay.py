@@ -60,6 +60,14 @@ class EffectIndex(MutableMapping[tuple[int, int], str]):
             return self._packed[step << 32 | ordinal]
         return self._others[place]
 
+    def get(self, place: tuple[int, int], default: str | None = None) -> str | None:  # type: ignore[override]
+        """The key at ``place``, else ``default`` (without raising KeyError: a new effect's
+        place is looked up before it is indexed)."""
+        step, ordinal = place
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            return self._packed.get(step << 32 | ordinal, default)
+        return self._others.get(place, default)
+
     def __setitem__(self, place: tuple[int, int], key: str) -> None:
         step, ordinal = place
         if step >= 0 and 0 <= ordinal < _ORDINALS:
