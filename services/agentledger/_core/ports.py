@@ -23,6 +23,7 @@ from agentledger.redisclient import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_POOL_WAIT_S,
     check_mode,
+    is_cluster,
     pooled_client,
     redacted,
 )
@@ -82,6 +83,9 @@ class Ports:
             self.redis, key_prefix=prefix, url=endpoint, outage_budget_s=budget
         )
         self.views: ViewReader | None = views or (self.store if use_views else None)
+        if self.views is self.store and not is_cluster(self.redis):
+            # a resume's claim reads the views' pointer along: its view read skips that trip
+            self.runs.read_along(self.store.pointer_key, self.store.saw_pointer)
         self._kafka_in_background = kafka_in_background
         self._started = False
         self._stopped = False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, MutableMapping
+
 from agentledger.errors import ReplayMismatchError
 from agentledger.views import EffectView, RunView, StepView
 
@@ -33,9 +35,80 @@ def check_activity(run_id: str, step: StepView, ordinal: int, name: str) -> None
         raise ReplayMismatchError(msg, run_id=run_id, step=step.step)
 
 
-def effect_index(view: RunView) -> dict[tuple[int, int], str]:
-    """(step, ordinal) -> idempotency key of every effect the view records."""
-    return {(step, ordinal): key for key, step, ordinal, _ in view.placed_effects() if ordinal >= 0}
+#: A place (step, ordinal) is kept as the one int ``step << 32 | ordinal`` where that int names
+#: it alone: a step of 0 or more and an ordinal below this.
+_ORDINALS = 1 << 32
+
+
+class EffectIndex(MutableMapping[tuple[int, int], str]):
+    """(step, ordinal) -> idempotency key, a mapping whose places are kept as one int each
+    (``step << 32 | ordinal``) rather than a tuple: a resume indexes every effect of the run
+    before it is ready, and a tuple per effect is an object the cyclic collector counts (a
+    1,000-effect run's index made ~1,000 of them, one young collection and a half; DESIGN.md
+    §13, "Resume, session 19"). A place that one int cannot name alone (a negative step, an
+    ordinal of 2**32 or more) is kept by its tuple."""
+
+    __slots__ = ("_others", "_packed")
+
+    def __init__(self, packed: dict[int, str] | None = None) -> None:
+        self._packed: dict[int, str] = {} if packed is None else packed
+        self._others: dict[tuple[int, int], str] = {}
+
+    def __getitem__(self, place: tuple[int, int]) -> str:
+        step, ordinal = place
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            return self._packed[step << 32 | ordinal]
+        return self._others[place]
+
+    def get(self, place: tuple[int, int], default: str | None = None) -> str | None:  # type: ignore[override]
+        """The key at ``place``, else ``default`` (without raising KeyError: a new effect's
+        place is looked up before it is indexed)."""
+        step, ordinal = place
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            return self._packed.get(step << 32 | ordinal, default)
+        return self._others.get(place, default)
+
+    def __setitem__(self, place: tuple[int, int], key: str) -> None:
+        step, ordinal = place
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            self._packed[step << 32 | ordinal] = key
+        else:
+            self._others[(step, ordinal)] = key
+
+    def __delitem__(self, place: tuple[int, int]) -> None:
+        step, ordinal = place
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            del self._packed[step << 32 | ordinal]
+        else:
+            del self._others[place]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for packed in self._packed:
+            yield packed >> 32, packed & (_ORDINALS - 1)
+        yield from self._others
+
+    def __len__(self) -> int:
+        return len(self._packed) + len(self._others)
+
+    def __repr__(self) -> str:
+        return f"EffectIndex({dict(self)!r})"
+
+
+def effect_index(view: RunView) -> EffectIndex:
+    """(step, ordinal) -> idempotency key of every effect the view records (ordinal 0 or more;
+    a later effect at the same place replaces an earlier one)."""
+    places = view.placed_effects()
+    packed = {
+        step << 32 | ordinal: key
+        for key, step, ordinal, _ in places
+        if step >= 0 and 0 <= ordinal < _ORDINALS
+    }
+    index = EffectIndex(packed)
+    if len(packed) < len(places):  # some left out (a negative ordinal), or a place twice
+        for key, step, ordinal, _ in places:
+            if ordinal >= 0 and not (step >= 0 and ordinal < _ORDINALS):
+                index[(step, ordinal)] = key
+    return index
 
 
 def check_effect(run_id: str, recorded: EffectView | None, ordinal: int, name: str) -> None:

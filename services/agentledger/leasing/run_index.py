@@ -12,7 +12,7 @@ from an older snapshot keeps an old sentinel and loses newer entries, as it lose
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
@@ -82,6 +82,18 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
         self._claims: Coalescer[str, Claim] | None = (
             None if is_cluster(client) else Coalescer(self._claim_many, name="run-claims")
         )
+        self._along: tuple[str, Callable[[bytes | None], None]] | None = None
+
+    def read_along(self, key: str, seen: Callable[[bytes | None], None]) -> None:
+        """Read ``key`` in every claim's round trip and hand its value (None: absent) to
+        ``seen``: the views' live-namespace pointer on this same Redis, which a resume's view
+        read then need not read first (DESIGN.md §13, "Resume, session 19"). A read, after the
+        claims in the same pipeline: what the index answers is unchanged. Not on a Redis
+        Cluster (the key is in another slot; the claims are not batched there either)."""
+        if is_cluster(self._client):
+            msg = "a claim reads no key along on a Redis Cluster"
+            raise ValueError(msg)
+        self._along = (key, seen)
 
     async def claim(self, run_id: str) -> Claim:
         """One round trip: is the sentinel there, and was the entry absent (SET NX)?
@@ -96,15 +108,21 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
         return (await self._claim_many([run_id]))[0]
 
     async def _claim_many(self, run_ids: Sequence[str]) -> list[Claim]:
+        along = self._along
+
         async def ask() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             pipe.exists(self.sentinel)
             for run_id in run_ids:
                 pipe.set(self.key(run_id), b"1", nx=True)
+            if along is not None:
+                pipe.get(along[0])
             result: list[Any] = await pipe.execute()
             return result
 
         replies = await self._guarded(ask)
+        if along is not None:
+            along[1](replies.pop())
         if int(replies[0]) != 1:
             return ["unsure" for _ in run_ids]
         return ["new" if created else "known" for created in replies[1:]]

@@ -132,6 +132,11 @@ class RedisViewStore(ViewStore):
         self._plain_commands = (
             plain_commands_ok(client) if plain_commands is None else plain_commands
         )
+        #: The live namespace as last seen on this Redis (a read of the pointer here, the check
+        #: that ends a view read, or a run-index claim reading the pointer along): a view read
+        #: starts from it instead of reading the pointer first, and its check says whether it
+        #: was still live (None: not seen, the pointer is read first).
+        self._seen: str | None = None
 
     @classmethod
     def from_url(
@@ -245,7 +250,19 @@ class RedisViewStore(ViewStore):
             fresh = await self.create_namespace()
             await self._redis.set(self._keys.pointer, fresh, nx=True)
             raw = await self._redis.get(self._keys.pointer)
+        self.saw_pointer(raw)
         return None if raw is None else text(raw)
+
+    @property
+    def pointer_key(self) -> str:
+        """The key naming the live namespace (a run-index claim on this Redis may read it along:
+        :meth:`saw_pointer`)."""
+        return self._keys.pointer
+
+    def saw_pointer(self, raw: bytes | str | None) -> None:
+        """The pointer's value as read just now on this Redis (None: absent). The next view
+        read starts from the namespace it names, and checks that it is still live."""
+        self._seen = None if raw is None else text(raw)
 
     @translated
     async def create_namespace(self) -> str:
@@ -830,23 +847,29 @@ class RedisViewStore(ViewStore):
         progress and the view are then read at one instant (the view holds everything below the
         progress, which is raised only after the views it covers are written), and the pointer
         still naming the namespace at that instant means it was live, so not dropped, when they
-        were read. A Redis Cluster reads them in the four steps of the generic reader."""
+        were read. A Redis Cluster reads them in the four steps of the generic reader.
+
+        The pointer's first round trip is left out when the namespace was seen on this Redis
+        before (:meth:`saw_pointer`: a run-index claim reads it along): the MULTI/EXEC reads
+        that namespace, and its own read of the pointer says whether it was live at that
+        instant, which is all the first read was for; when it was not, the namespace the
+        pointer named then is read the same way (DESIGN.md §13, "Resume, session 19")."""
         if is_cluster(self._redis):
             return await super().load_at_every(run_id)
-        namespace = await self.live_namespace()
+        seen = self._seen
+        namespace = seen if seen is not None else await self.live_namespace()
         if namespace is None:
             return None
+        replies, live = await self._read_at_every(namespace, run_id)
+        if live != namespace and seen is not None and live is not None:
+            # the namespace last seen is no longer live: read the one live at that check, as if
+            # the pointer had been read first (the pointer's own round trip, only after a swap)
+            namespace = live
+            replies, live = await self._read_at_every(namespace, run_id)
+        if live != namespace:
+            return None  # a rebuild was swapped in meanwhile: read the log instead
         space = self._keys.space(namespace)
         groups = space.groups
-        pipe = self._redis.pipeline(transaction=True)
-        for group in groups:
-            pipe.hgetall(space.progress(group))
-        for key in space.run_keys(run_id):
-            pipe.hgetall(key)
-        pipe.get(self._keys.pointer)
-        replies = list(await pipe.execute())
-        if text(replies[-1]) != namespace:
-            return None  # a rebuild was swapped in meanwhile: read the log instead
         progress = _progress_of(replies[: len(groups)])
         run_hash, steps, effects, parked = replies[len(groups) : len(groups) + len(RUN_PARTS)]
         if token_of(run_hash) is None:
@@ -857,6 +880,21 @@ class RedisViewStore(ViewStore):
             parked=[self._decode_parked(v) for v in parked.values()],
             dropped_from=dropped_of(run_hash),
         )
+
+    async def _read_at_every(self, namespace: str, run_id: str) -> tuple[list[Any], str | None]:
+        """One MULTI/EXEC of ``namespace``'s progress hashes, the run's four hashes and the
+        pointer; the replies and the namespace the pointer named at that instant."""
+        space = self._keys.space(namespace)
+        pipe = self._redis.pipeline(transaction=True)
+        for group in space.groups:
+            pipe.hgetall(space.progress(group))
+        for key in space.run_keys(run_id):
+            pipe.hgetall(key)
+        pipe.get(self._keys.pointer)
+        replies = list(await pipe.execute())
+        raw = replies[-1]
+        self.saw_pointer(raw)
+        return replies, None if raw is None else text(raw)
 
     @translated
     async def progress(self, positions: list[Position]) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import structlog
 
 from agentledger._core import versions
-from agentledger._core.keys import check_name, check_run_id
+from agentledger._core.keys import check_names, check_run_id
 from agentledger._core.leasewait import acquire_waiting
 from agentledger._core.loader import load_view
 from agentledger._core.session import RunSession, Services
@@ -41,8 +41,7 @@ async def open_session(
     services: Services, spec: RunSpec, *, on_version_drift: Policy | None = None
 ) -> RunSession:
     """Start or resume ``spec.run_id``; a finished run opens read-only."""
-    for name in spec.plan:
-        check_name("step", name)
+    check_names("step", spec.plan)
     check_run_id(spec.run_id)
     if await _certainly_new(services, spec.run_id):
         return await _start(services, spec, RunView(run_id=spec.run_id))
