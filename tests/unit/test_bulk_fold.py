@@ -22,6 +22,7 @@ from agentledger.events.models import (
 )
 from agentledger.projector.applier import index_update
 from agentledger.projector.parking import unique_parked
+from agentledger.projector.testing import sample_run
 from agentledger.views import RunView, fold
 from agentledger.views.bulk_fold import ENABLED, PlainRun
 from agentledger.views.layout import encode_effect, encode_run, encode_step
@@ -196,3 +197,26 @@ def test_events_of_another_run_are_refused() -> None:
     other = PLAIN_EVENTS[0].model_copy(update={"run_id": "someone-else"})
     with pytest.raises(ValueError, match="someone-else"):
         PlainRun(RUN).fold([other])
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 50])
+def test_runs_longer_than_the_digest_window_store_what_the_model_fold_stores(chunk: int) -> None:
+    """A run of 38 gapless events (past the 16 seqs whose digests the view keeps), with
+    redeliveries and a zombie's stale write among them, folded in chunks of ``chunk``: the
+    same applied and parked events per chunk and the same stored bytes as the model fold."""
+    events = sample_run(RUN, steps=6, start_ms=1_000)
+    stale = events[20].model_copy(update={"seq": 30, "fence": 0, "worker_id": "w0"})
+    delivered = [*events[:25], events[3], events[24], stale, *events[25:], events[30]]
+    plain, view, parked = _fold_both(delivered, max(1, len(delivered) // chunk))
+    assert plain.view is None
+    assert view.applied_seq == len(events)
+    _assert_same_store(plain, view, parked)
+
+
+def test_an_event_of_another_run_is_refused_wherever_it_is_in_the_chunk() -> None:
+    """The plain fold refuses a chunk with an event of another run after events of its own,
+    and names the first such run."""
+    own = [e for e in PLAIN_EVENTS if e.seq <= 3]
+    others = [PLAIN_EVENTS[0].model_copy(update={"run_id": f"someone-{n}"}) for n in (1, 2)]
+    with pytest.raises(ValueError, match="someone-1"):
+        PlainRun(RUN).fold([*own, *others])

@@ -122,7 +122,6 @@ ENABLED: bool = (
 
 _FINDING_STATE = {"LANDED": "landed", "NOT_LANDED": "not_landed", "UNKNOWN": "unknown"}
 _RESOLVED_STATES = frozenset({"succeeded", "failed", "landed", "compensated"})
-_APPLY, _DUPLICATE, _PARK, _OTHER = 0, 1, 2, 3
 _SEQ = attrgetter("seq")
 
 
@@ -155,62 +154,62 @@ class PlainRun:
     def fold(self, events: list[RunEvent]) -> tuple[int, list[RunEvent]]:
         """Admit and apply ``events`` as :func:`~agentledger.views.fold.fold` does; returns how
         many were applied and those parked ahead of a gap."""
-        if self.view is None and any(type(e) not in _HANDLERS for e in events):
-            self.view = self.model()
+        if self.view is None:
+            handlers = _HANDLERS
+            run_id = self.run["run_id"]
+            other: RunEvent | None = None
+            for event in events:
+                if type(event) not in handlers:
+                    self.view = self.model()
+                    break
+                if other is None and event.run_id != run_id:
+                    other = event
+            else:
+                if other is not None:
+                    msg = f"event of run {other.run_id} folded into view of run {run_id}"
+                    raise ValueError(msg)
         if self.view is not None:
             result = model_fold(self.view, events, in_place=True)
             return len(result.applied), result.parked
+        return self._fold_plain(events)
+
+    def _fold_plain(self, events: list[RunEvent]) -> tuple[int, list[RunEvent]]:
+        """:meth:`fold` of events that all have a plain handler and are all of this run:
+        :func:`~agentledger.views.fold.admit` (only what it changes matters here: apply, park,
+        or leave the view alone) and :func:`~agentledger.views.fold.apply_event`, inline."""
         run = self.run
-        run_id = run["run_id"]
-        for event in events:
-            if event.run_id != run_id:
-                msg = f"event of run {event.run_id} folded into view of run {run_id}"
-                raise ValueError(msg)
+        handlers = _HANDLERS
+        digests = run["recent_digests"]
         applied = 0
         parked: list[RunEvent] = []
         # in seq order, those of one seq in the order given (the sort is stable): the order
         # fold.py's pending dict of lists gives
-        for event in sorted(events, key=_SEQ):
-            verdict = self._admit(event)
-            if verdict == _APPLY:
-                self._apply(event)
-                applied += 1
-            elif verdict == _PARK:
+        for event in sorted(events, key=_SEQ) if len(events) > 1 else events:
+            seq = event.seq
+            applied_seq = run["applied_seq"]
+            if seq <= applied_seq:
+                continue  # duplicate, stale, conflicting or divergent: the view stays
+            fence = event.fence
+            if fence < run["fence"]:
+                continue  # stale
+            if run["status"] in FINISHED_STATUSES and not isinstance(event, AFTER_FINISH):
+                continue  # closed
+            if seq > applied_seq + 1:
                 parked.append(event)
+                continue
+            # apply: seqs are applied one after another from 1, so the digests' seqs are the
+            # last RECENT_DIGESTS ones and only the one that falls out of them goes
+            if fence > run["fence"]:
+                run["fence_since_seq"] = seq
+                run["fence"] = fence
+            run["applied_seq"] = seq
+            digests[seq] = event_digest(event)
+            digests.pop(seq - RECENT_DIGESTS, None)
+            run["worker_id"] = event.worker_id
+            run["updated_at"] = event.occurred_at
+            handlers[type(event)](self, event)
+            applied += 1
         return applied, parked
-
-    def _admit(self, event: RunEvent) -> int:
-        """:func:`~agentledger.views.fold.admit` on the plain state (only what it changes
-        matters here: apply, park, or leave the view alone)."""
-        run = self.run
-        applied_seq = run["applied_seq"]
-        if event.seq <= applied_seq:
-            return _OTHER  # duplicate, stale, conflicting or divergent: the view stays
-        if event.fence < run["fence"]:
-            return _OTHER  # stale
-        if run["status"] in FINISHED_STATUSES and not isinstance(event, AFTER_FINISH):
-            return _OTHER  # closed
-        if event.seq > applied_seq + 1:
-            return _PARK
-        return _APPLY
-
-    def _apply(self, event: RunEvent) -> None:
-        """:func:`~agentledger.views.fold.apply_event` on the plain state."""
-        run = self.run
-        seq, fence = event.seq, event.fence
-        if fence > run["fence"]:
-            run["fence_since_seq"] = seq
-        run["applied_seq"] = seq
-        digests = run["recent_digests"]
-        digests[seq] = event_digest(event)
-        oldest = seq - RECENT_DIGESTS
-        if min(digests) <= oldest:
-            for old in [s for s in digests if s <= oldest]:
-                del digests[old]
-        run["fence"] = max(run["fence"], fence)
-        run["worker_id"] = event.worker_id
-        run["updated_at"] = event.occurred_at
-        _HANDLERS[type(event)](self, event)
 
     # --- the handlers: fold.py's, on plain data ----------------------------------------------
 
