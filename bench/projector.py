@@ -3,10 +3,14 @@
 On the real stack (local stack unless AGENTLEDGER_KAFKA_BOOTSTRAP/REDIS_URL are set) and fresh
 topics, in one run:
 
-- first, ``--broker-warmup-seconds`` of the lag floor's load (below) on topics of their own, no
-  projector, in 10 s rounds each reported: a broker started for the run JIT-compiles its
-  transaction path under that load for tens of seconds, which a broker in service has done
-  long before (DESIGN.md §16, "A broker started for the run");
+- first, ``--broker-warmup-seconds`` of the measured run's broker paths on topics of their
+  own: a projector process of its own folds a published backlog (large transactions) and then
+  the lag floor's load (below) in 10 s rounds each reported; a broker started for the run
+  JIT-compiles what it serves for tens of seconds, which a broker in service has done long
+  before (DESIGN.md §16, "A broker started for the run", "The lag, session 20"). That
+  projector is stopped before anything is measured: it warms the broker, not the measured
+  process. ``--broker-warmup-plain`` runs session 18's warm-up instead (the floor's load
+  alone: no projector, no backlog);
 - a projector is started on the empty topics and stopped (the live namespace is born); then
   ``--events`` run events (runs of 8 events over the three topics, each run written in two
   transactions) are published; then ``--instances`` projector processes (faust workers, one
@@ -79,6 +83,10 @@ EVENTS_PER_RUN = 8  # sample_run(steps=1)
 #: run").
 BROKER_WARMUP_S = 120.0
 BROKER_WARMUP_ROUND_S = 10.0
+#: Runs (8 events each, two transactions a run, 128 in flight) the broker warm-up publishes
+#: first, as the throughput phase does, for its projector to fold (DESIGN.md §16, "The lag,
+#: session 20").
+BROKER_WARMUP_PUBLISH_RUNS = 5_000
 
 
 async def _publish(settings: ProjectorSettings, runs: int) -> tuple[int, float]:
@@ -246,11 +254,14 @@ async def _steady_load(
     return n, last_ack[0] - started
 
 
-async def _lag_floor(settings: ProjectorSettings, rate: float, seconds: float) -> dict[str, float]:
+async def _lag_floor(
+    settings: ProjectorSettings, rate: float, seconds: float, *, prefix: str = "lag"
+) -> dict[str, float]:
     """The same steady load with no projector: lag from a run's last acknowledgement until a
     plain read_committed aiokafka consumer in another process has all its records (the
     delivery that any projector's lag includes). Clocks: ``time.perf_counter`` is the
-    machine's monotonic clock in both processes."""
+    machine's monotonic clock in both processes. ``prefix`` names the runs (rounds on the same
+    topics that a projector folds must differ in it: :func:`_steady_load`)."""
     acked: dict[str, float] = {}
     total = int(rate * seconds)
     proc = await asyncio.create_subprocess_exec(
@@ -275,7 +286,7 @@ async def _lag_floor(settings: ProjectorSettings, rate: float, seconds: float) -
         def on_ack(run_id: str, at: float, seq: int, ends: dict[tuple[str, int], int]) -> None:
             acked[run_key(run_id).hex()] = at
 
-        await _steady_load(settings, rate, seconds, on_ack)
+        await _steady_load(settings, rate, seconds, on_ack, prefix=prefix)
         out = await asyncio.wait_for(proc.stdout.read(), timeout=120)
         await proc.wait()
     finally:
@@ -300,27 +311,52 @@ async def _broker_warm_up(
     seconds: float,
     broker_pid: int | None,
     round_s: float = BROKER_WARMUP_ROUND_S,
+    *,
+    projector: bool = True,
+    publish_runs: int = BROKER_WARMUP_PUBLISH_RUNS,
 ) -> list[dict[str, float]]:
-    """The lag floor's load (:func:`_lag_floor`: the writer's transactions, a read_committed
-    consumer) on topics of its own, in rounds of ``round_s`` for about ``seconds``, before
-    anything is measured: a broker started for the run JIT-compiles its transaction path
-    under this load for tens of seconds, up to half a core beside the projector on this
-    machine, which a broker in service has long done. Each round's floor, and the local
-    broker's CPU share in it (``broker_pid``), shows how cold it was. No projector reads these
-    topics."""
+    """The measured run's broker paths, on topics of their own, for about ``seconds`` before
+    anything is measured: a broker started for the run JIT-compiles what it serves for tens of
+    seconds, up to half a core beside the projector on this machine, which a broker in service
+    has long done (DESIGN.md §16, "A broker started for the run", "The lag, session 20").
+
+    With ``projector`` (the default) a projector process of its own (its own consumer group:
+    joins, heartbeats, offset commits, faust's fetches) folds these topics, first
+    ``publish_runs`` runs published as the throughput phase publishes them (large
+    transactions, 128 in flight), then the lag floor's load (:func:`_lag_floor`: the writer's
+    transactions, a read_committed consumer) in rounds of ``round_s``, each round's runs named
+    apart. That process is stopped before the measured one starts: it warms the broker (and
+    Redis's memory), not the measured projector's process, cache or connections. Each round's
+    floor, the local broker's CPU share in it (``broker_pid``) and the warm-up projector's
+    show how cold the broker was."""
     assert base.kafka_bootstrap is not None
     assert base.redis_url is not None
     rounds: list[dict[str, float]] = []
-    async with isolated_projector(
-        base.kafka_bootstrap, base.redis_url, log_level="WARNING"
-    ) as settings:
-        for _ in range(max(1, round(seconds / round_s))):
+    async with (
+        isolated_projector(base.kafka_bootstrap, base.redis_url, log_level="WARNING") as settings,
+        AsyncExitStack() as stack,
+    ):
+        pids: list[int] = []
+        if projector:
+            proc = await stack.enter_async_context(
+                ProjectorProcess(settings, name="bench-broker-warmup")
+            )
+            await proc.wait_ready()
+            pids = [proc.pid] if proc.pid is not None else []
+        if publish_runs > 0:
+            await _publish(settings, publish_runs)
+        for n in range(max(1, round(seconds / round_s))):
             cpu0 = cpu_seconds(broker_pid) if broker_pid is not None else 0.0
+            proj0 = sum(cpu_seconds(pid) for pid in pids)
             started = time.perf_counter()
-            floor = await _lag_floor(settings, rate, round_s)
+            floor = await _lag_floor(settings, rate, round_s, prefix=f"warm{n:03d}x")
+            wall = max(1e-9, time.perf_counter() - started)
             if broker_pid is not None:
-                wall = max(1e-9, time.perf_counter() - started)
                 floor["broker_cpu_share"] = round((cpu_seconds(broker_pid) - cpu0) / wall, 2)
+            if pids:
+                floor["projector_cpu_share"] = round(
+                    (sum(cpu_seconds(pid) for pid in pids) - proj0) / wall, 2
+                )
             rounds.append(floor)
     return rounds
 
@@ -485,13 +521,15 @@ async def bench(
     rebuild_workers: int = 0,
     warmup_seconds: float = 0.0,
     broker_warmup_seconds: float = 0.0,
+    broker_warmup_plain: bool = False,
 ) -> dict[str, Any]:
     """Everything on fresh topics; returns the report (``rebuild_only``: no projector process,
     no lag, no faust floor — for rebuilds of millions of events). ``warmup_seconds`` of the
     steady load run unmeasured before the measured one, once the projector has folded the
     throughput phase (the lag depends on the state of the stack: DESIGN.md §16, "The lag on a
     stack in use"). ``broker_warmup_seconds`` of the lag floor's load warm the broker up
-    first (:func:`_broker_warm_up`)."""
+    first (:func:`_broker_warm_up`; ``broker_warmup_plain``: without its projector and
+    backlog)."""
     common = CommonSettings()
     base = await resolve_settings(common)
     broker_pid = _local_broker_pid(common)
@@ -500,7 +538,14 @@ async def bench(
     runs_n = max(1, events // EVENTS_PER_RUN)
     broker_warm_up: list[dict[str, float]] = []
     if broker_warmup_seconds > 0 and not rebuild_only:
-        broker_warm_up = await _broker_warm_up(base, lag_rate, broker_warmup_seconds, broker_pid)
+        broker_warm_up = await _broker_warm_up(
+            base,
+            lag_rate,
+            broker_warmup_seconds,
+            broker_pid,
+            projector=not broker_warmup_plain,
+            publish_runs=0 if broker_warmup_plain else BROKER_WARMUP_PUBLISH_RUNS,
+        )
     async with isolated_projector(
         base.kafka_bootstrap, base.redis_url, log_level="WARNING"
     ) as settings:
@@ -575,8 +620,10 @@ async def bench(
             # the same steady load, no projector: a plain read_committed consumer's lag
             "kafka_delivery_lag": lag_floor,
             # the same, on topics of its own, in rounds before anything else: the broker's
-            # warm-up (the first round is the floor on the broker as the run found it)
+            # warm-up (the first round is the floor on the broker as the run found it; with
+            # its own projector folding those topics unless plain)
             "broker_warmup": broker_warm_up,
+            "broker_warmup_kind": "plain" if broker_warmup_plain else "with projector",
         },
         "ratio_projector_to_faust_floor": round(applied / faust_floor, 4) if faust_floor else None,
         "ratio_projector_to_kafka_floor": round(applied / kafka_floor, 4),
@@ -685,11 +732,17 @@ def main(argv: list[str] | None = None) -> None:
         "--broker-warmup-seconds",
         type=float,
         default=BROKER_WARMUP_S,
-        help="the lag floor's load (the writer's transactions, a read_committed consumer, no "
-        "projector) run this long on topics of their own before anything is measured, in "
-        f"{BROKER_WARMUP_ROUND_S:.0f} s rounds each reported: a broker started for the run "
-        "JIT-compiles its transaction path meanwhile (DESIGN.md §16, 'A broker started for the "
-        "run'); 0 = none",
+        help="the measured run's broker paths (a projector of its own folding a published "
+        "backlog, then the lag floor's load) run this long on topics of their own before "
+        f"anything is measured, in {BROKER_WARMUP_ROUND_S:.0f} s rounds each reported: a "
+        "broker started for the run JIT-compiles them meanwhile (DESIGN.md §16, 'A broker "
+        "started for the run', 'The lag, session 20'); 0 = none",
+    )
+    p.add_argument(
+        "--broker-warmup-plain",
+        action="store_true",
+        help="the broker warm-up without its projector and backlog (the lag floor's load "
+        "alone, as before session 20)",
     )
     p.add_argument(
         "--rebuild-only", action="store_true", help="publish and rebuild only (e.g. 1,000,000)"
@@ -713,6 +766,7 @@ def main(argv: list[str] | None = None) -> None:
             rebuild_workers=a.rebuild_workers,
             warmup_seconds=a.warmup_seconds,
             broker_warmup_seconds=a.broker_warmup_seconds,
+            broker_warmup_plain=a.broker_warmup_plain,
         ),
         a.json,
     )

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
+from unittest import mock
 
 import pytest
+from bench import projector as bench_projector
 from bench.projector import EVENTS_PER_RUN, _broker_warm_up, _lag_floor, _steady_load, _warm_up
 
 from agentledger.events.keying import run_key
 from agentledger.events.topics import topic_names
 from agentledger.projector.kafka import KafkaLogReader
+from agentledger.projector.settings import ProjectorSettings
+from agentledger.projector.testing import ProjectorProcess
 from agentledger.settings import CommonSettings
 
 pytestmark = pytest.mark.integration
@@ -139,13 +144,57 @@ async def test_the_measured_load_writes_runs_the_warm_up_did_not(
 async def test_the_broker_warm_up_reports_each_round_on_topics_it_removes(
     ledger_settings: CommonSettings,
 ) -> None:
-    """Two rounds of 20 runs at 40 runs/s: each round's floor saw all 20 runs and carries the
-    given process's CPU share, and its topics are gone afterwards (no projector ever reads
-    them)."""
+    """Plain (no projector, no backlog), two rounds of 20 runs at 40 runs/s: each round's floor
+    saw all 20 runs and carries the given process's CPU share, and its topics are gone
+    afterwards."""
     before = await _topic_names(ledger_settings)
-    rounds = await _broker_warm_up(ledger_settings, 40.0, 1.0, os.getpid(), round_s=0.5)
+    rounds = await _broker_warm_up(
+        ledger_settings, 40.0, 1.0, os.getpid(), round_s=0.5, projector=False, publish_runs=0
+    )
     assert [r["runs"] for r in rounds] == [20, 20]
     assert all(r["broker_cpu_share"] >= 0 for r in rounds)
+    assert all("projector_cpu_share" not in r for r in rounds)
+    assert await _topic_names(ledger_settings) == before
+
+
+async def test_the_broker_warm_up_with_its_projector_folds_every_round_and_the_backlog(
+    ledger_settings: CommonSettings,
+) -> None:
+    """With its own projector, a backlog of 10 runs and two rounds of 20 runs at 40 runs/s:
+    each round's floor saw all 20 runs, the projector's CPU share is reported, the rounds
+    name their runs apart (a round re-writing another's runs would hand the projector
+    duplicates, a path the measured run does not take), and the topics and the projector's
+    process are gone afterwards."""
+    before = await _topic_names(ledger_settings)
+    seen: list[str] = []
+    real = bench_projector._lag_floor
+
+    async def lag_floor(settings: ProjectorSettings, *a: Any, **kw: Any) -> dict[str, float]:
+        floor = await real(settings, *a, **kw)
+        seen.append(str(kw["prefix"]))
+        return floor
+
+    pids: list[int] = []
+    real_enter = ProjectorProcess.wait_ready
+
+    async def wait_ready(self: ProjectorProcess, timeout_s: float = 60.0) -> None:
+        await real_enter(self, timeout_s)
+        assert self.pid is not None
+        pids.append(self.pid)
+
+    with (
+        mock.patch.object(bench_projector, "_lag_floor", lag_floor),
+        mock.patch.object(ProjectorProcess, "wait_ready", wait_ready),
+    ):
+        rounds = await _broker_warm_up(
+            ledger_settings, 40.0, 1.0, os.getpid(), round_s=0.5, publish_runs=10
+        )
+    assert [r["runs"] for r in rounds] == [20, 20]
+    assert all(r["projector_cpu_share"] >= 0 for r in rounds)
+    assert len(set(seen)) == 2
+    assert len(pids) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)  # stopped (and reaped) before the warm-up returned
     assert await _topic_names(ledger_settings) == before
 
 
