@@ -29,8 +29,8 @@ class Placed:
     def __init__(self, found: list[Place]) -> None:
         self.found = found
 
-    def placed_effects(self) -> list[Place]:
-        return self.found
+    def effect_briefs(self) -> tuple[list[str], list[object]]:
+        return [key for key, *_ in self.found], list(self.found)
 
 
 def reference(found: list[Place]) -> dict[tuple[int, int], str]:

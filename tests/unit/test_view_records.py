@@ -20,7 +20,14 @@ from agentledger.views import fold
 from agentledger.views.layout import PLACE_STATES, _decode_places, decode_run, encode_effect
 from agentledger.views.layout import _decode_place as decode_place
 from agentledger.views.layout import _led_place as led_place
-from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
+from agentledger.views.model import (
+    EffectPlace,
+    EffectState,
+    EffectView,
+    RunView,
+    StepView,
+    place_of_brief,
+)
 from agentledger.views.packing import (
     HEXPACKED,
     PLACED,
@@ -42,8 +49,11 @@ def hex_packed(effect: EffectView) -> bytes:
 
 
 def decode_places(stored: list[tuple[str, bytes | str]]) -> list[object]:
-    """The places of many stored effects, read in one pass as a resume reads them."""
-    return _decode_places([k for k, _ in stored], [v for _, v in stored])
+    """The places of many stored effects, read in one pass as a resume reads them (each brief,
+    a packed int or a tuple, as the place it stands for)."""
+    keys = [k for k, _ in stored]
+    briefs = _decode_places(keys, [v for _, v in stored])
+    return [place_of_brief(k, b) for k, b in zip(keys, briefs, strict=True)]
 
 
 def as_place(place: EffectPlace) -> tuple[str, int, int, str]:
@@ -208,7 +218,7 @@ def test_a_hex_packed_effects_place_is_read_without_its_hex_as_the_whole_effect_
     assert isinstance(place, EffectPlace)
     assert found_key == key == place.idempotency_key
     assert place == EffectPlace.model_validate_json(unpack(stored))
-    assert brief == decoded.placed_effects()[0] == as_place(place)
+    assert place_of_brief(found_key, brief) == decoded.placed_effects()[0] == as_place(place)
     assert decoded.effects.undecoded() == 1
     assert decoded.effects[key] == effect
 

@@ -91,7 +91,7 @@ async def _ends_and_view(
         if at is not None and at.view is not None and not ends.done():
             # While the offsets are asked: the place and state of every effect, which the
             # resume reads next (open intents, the effect index), kept with the stored values.
-            at.view.placed_effects()
+            at.view.effect_briefs()
     except BaseException:
         ends.cancel()
         with contextlib.suppress(BaseException):

@@ -6,6 +6,7 @@ from collections.abc import Iterator, MutableMapping
 
 from agentledger.errors import ReplayMismatchError
 from agentledger.views import EffectView, RunView, StepView
+from agentledger.views.model import PLACE_SHIFT, place_of_brief
 
 
 def check_step(view: RunView, index: int, name: str) -> None:
@@ -97,17 +98,21 @@ class EffectIndex(MutableMapping[tuple[int, int], str]):
 def effect_index(view: RunView) -> EffectIndex:
     """(step, ordinal) -> idempotency key of every effect the view records (ordinal 0 or more;
     a later effect at the same place replaces an earlier one)."""
-    places = view.placed_effects()
-    packed = {
-        step << 32 | ordinal: key
-        for key, step, ordinal, _ in places
-        if step >= 0 and 0 <= ordinal < _ORDINALS
-    }
+    keys, briefs = view.effect_briefs()
+    packed: dict[int, str] = {}
+    others: list[tuple[str, int, int]] = []
+    for key, found in zip(keys, briefs, strict=True):
+        if type(found) is int:  # a place read from a stored value's lead, packed already
+            packed[found >> PLACE_SHIFT] = key
+            continue
+        _, step, ordinal, _ = place_of_brief(key, found)
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            packed[step << 32 | ordinal] = key
+        elif ordinal >= 0:
+            others.append((key, step, ordinal))
     index = EffectIndex(packed)
-    if len(packed) < len(places):  # some left out (a negative ordinal), or a place twice
-        for key, step, ordinal, _ in places:
-            if ordinal >= 0 and not (step >= 0 and ordinal < _ORDINALS):
-                index[(step, ordinal)] = key
+    for key, step, ordinal in others:  # places one int cannot name (kept by their tuple)
+        index[(step, ordinal)] = key
     return index
 
 

@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from agentledger.views import plain_json
-from agentledger.views.model import EffectPlace, EffectState, EffectView, RunView, StepView
+from agentledger.views.model import (
+    PLACE_SHIFT,
+    PLACE_STATES,
+    EffectPlace,
+    EffectView,
+    RunView,
+    StepView,
+)
 from agentledger.views.packing import (
     PLACED,
     many_without_hex,
@@ -48,10 +55,6 @@ _STEP_VALIDATOR = StepView.__pydantic_validator__
 _EFFECT_VALIDATOR = EffectView.__pydantic_validator__
 _PLACE_VALIDATOR = EffectPlace.__pydantic_validator__
 _PLACES_VALIDATOR = TypeAdapter(list[EffectPlace])
-#: An effect state's code in the place leading a stored effect value: its position here, the
-#: order of the EffectState literal. Never reorder or remove a state there (values written with
-#: these codes must read; tests/unit/test_view_records.py pins them); add new ones at the end.
-PLACE_STATES: tuple[str, ...] = get_args(EffectState)
 _STATE_CODE = {state: str(n) for n, state in enumerate(PLACE_STATES)}
 
 #: (applied_seq, parked count) of a stored run; None = nothing stored.
@@ -262,12 +265,14 @@ def _decode_effect(data: bytes | str) -> EffectView:
 
 
 _LEAD_FROM = len(PLACED)
+_ORDINALS = 1 << 32
 #: An effect's place as a resume reads it: (idempotency key, step, ordinal, state).
 Place = tuple[str, int, int, str]
 
 
 def _decode_places(keys: list[str], values: list[bytes | str]) -> list[object]:
-    """The places (:data:`Place` tuples) of the effects stored as ``values`` under ``keys``,
+    """The places (:data:`Place` tuples, or packed ints: :func:`_led_places`) of the effects
+    stored as ``values`` under ``keys``,
     as :func:`_decode_place` reads each: straight from the places leading the values when
     every value is led by one (no model is made: a resume reads a 1,000-effect run's places
     before it is ready), else in one regex pass and one validation (a value that is not
@@ -298,12 +303,16 @@ def _decode_places(keys: list[str], values: list[bytes | str]) -> list[object]:
 
 def _led_places(keys: list[str], values: list[bytes | str]) -> list[object] | None:
     """The place leading each stored value, as :func:`_led_place` reads it and the place's
-    validation gives it, without either (no dict, no model); None when a value is not led by
-    a place (written before places led them, or a memory store's text). ValueError (or
-    IndexError) if a lead does not read, whether or not another value is led."""
+    validation gives it, without either (no dict, no model): packed in one int
+    (``model.PLACE_SHIFT``) when its step is 0 or more and its ordinal in [0, 2**32), else a
+    :data:`Place` tuple; None when a value is not led by a place (written before places led
+    them, or a memory store's text). ValueError (or IndexError) if a lead does not read,
+    whether or not another value is led. No object per place for the collector: a resume reads
+    a 1,000-effect run's places before it is ready (DESIGN.md §13, "Resume, session 20")."""
     found: list[object] = []
     append = found.append
     states = PLACE_STATES
+    codes = len(states)
     every = True
     for key, data in zip(keys, values, strict=True):
         if not isinstance(data, bytes) or not data.startswith(PLACED):
@@ -313,11 +322,18 @@ def _led_places(keys: list[str], values: list[bytes | str]) -> list[object] | No
         if end < 0:
             msg = "a placed view value has no end to its place"
             raise ValueError(msg)
-        step, ordinal, code = data[_LEAD_FROM:end].split(b",")
-        if not code.isdigit():
-            msg = f"effect {key!r}: the state code {code!r} of its place is not a code"
+        step_text, ordinal_text, code_text = data[_LEAD_FROM:end].split(b",")
+        if not code_text.isdigit():
+            msg = f"effect {key!r}: the state code {code_text!r} of its place is not a code"
             raise ValueError(msg)
-        append((key, int(step), int(ordinal), states[int(code)]))
+        step, ordinal, code = int(step_text), int(ordinal_text), int(code_text)
+        if code >= codes:
+            msg = f"effect {key!r}: no state has the code {code} of its place"
+            raise IndexError(msg)
+        if step >= 0 and 0 <= ordinal < _ORDINALS:
+            append((step << 32 | ordinal) << PLACE_SHIFT | code)
+        else:
+            append((key, step, ordinal, states[code]))
     return found if every else None
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,6 +14,16 @@ StepStatus = Literal["started", "checkpointed", "rejected"]
 EffectState = Literal[
     "intended", "succeeded", "failed", "unknown", "landed", "not_landed", "compensated"
 ]
+#: An effect state's code in the place leading a stored effect value: its position here, the
+#: order of the EffectState literal. Never reorder or remove a state there (values written with
+#: these codes must read; tests/unit/test_view_records.py pins them); add new ones at the end.
+PLACE_STATES: tuple[str, ...] = get_args(EffectState)
+#: A place kept as one int (views/layout.py reads it so from the lead of a stored value):
+#: ``(step << 32 | ordinal) << PLACE_SHIFT | state code``, for a step of 0 or more and an
+#: ordinal in [0, 2**32); ``packed >> PLACE_SHIFT`` is the session's effect index key.
+PLACE_SHIFT = 3
+_CODE_MASK = (1 << PLACE_SHIFT) - 1
+_ORDINAL_MASK = (1 << 32) - 1
 #: Effect states that still need someone to find out (or finish) what happened.
 OPEN_EFFECT_STATES: frozenset[str] = frozenset({"intended", "unknown"})
 _OPEN = OPEN_EFFECT_STATES
@@ -183,17 +193,15 @@ class RunView(BaseModel):
         """(idempotency key, step, ordinal, state) of every effect, read from the place that
         leads its stored value while it is still stored (views/records.py, views/layout.py):
         what a resume reads of every effect before it is ready, without a model per effect."""
-        places: list[tuple[str, int, int, str]] = []
-        append = places.append
-        for found in self.effects.brief_values():
-            if type(found) is tuple:
-                append(found)
-            elif isinstance(found, EffectView | EffectPlace):
-                append((found.idempotency_key, found.step, found.ordinal, found.state))
-            else:
-                msg = f"an effect decoded as {type(found).__name__}"
-                raise TypeError(msg)
-        return places
+        keys, briefs = self.effect_briefs()
+        return [place_of_brief(key, found) for key, found in zip(keys, briefs, strict=True)]
+
+    def effect_briefs(self) -> tuple[list[str], list[object]]:
+        """Every effect's key and, in the same order, its brief: a place packed in one int
+        (:data:`PLACE_SHIFT`), a (key, step, ordinal, state) tuple, or the effect's model once
+        decoded. What a resume reads of every effect before it is ready, with no object per
+        effect for the collector; the records' own lists (read them, never change them)."""
+        return self.effects.listed_briefs()
 
     def open_effects(self) -> list[EffectView]:
         """Intents with no known outcome, in the order they were intended."""
@@ -202,11 +210,28 @@ class RunView(BaseModel):
 
     def _effect_states(self) -> Iterator[tuple[str, str]]:
         """Each effect's key in the records with its state (from its place while stored)."""
+        states = PLACE_STATES
         for key, found in self.effects.briefs():
-            if type(found) is tuple:
+            if type(found) is int:
+                yield key, states[found & _CODE_MASK]
+            elif type(found) is tuple:
                 yield key, found[3]
             elif isinstance(found, EffectView | EffectPlace):
                 yield key, found.state
+
+
+def place_of_brief(key: str, found: object) -> tuple[str, int, int, str]:
+    """The (idempotency key, step, ordinal, state) of an effect's brief (:meth:`RunView.
+    effect_briefs`) kept under ``key``."""
+    if type(found) is int:
+        place = found >> PLACE_SHIFT
+        return key, place >> 32, place & _ORDINAL_MASK, PLACE_STATES[found & _CODE_MASK]
+    if type(found) is tuple:
+        return found
+    if isinstance(found, EffectView | EffectPlace):
+        return found.idempotency_key, found.step, found.ordinal, found.state
+    msg = f"an effect decoded as {type(found).__name__}"
+    raise TypeError(msg)
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -80,14 +80,14 @@ class Records(MutableMapping[K, V]):
             listed = self._list_briefs()
         yield from zip(*listed, strict=True)
 
-    def brief_values(self) -> list[object]:
-        """What :meth:`briefs` gives for each key, in key order, as a new list."""
+    def listed_briefs(self) -> tuple[list[K], list[object]]:
+        """The keys and what :meth:`briefs` gives for each, as two lists: the records' own
+        while no value is set, deleted or decoded (read them, never change them)."""
         if self._decode is None or self._brief is None:
-            return [found for _, found in self.briefs()]
+            pairs = list(self.briefs())
+            return [k for k, _ in pairs], [found for _, found in pairs]
         listed = self._listed
-        if listed is None:
-            listed = self._list_briefs()
-        return list(listed[1])
+        return listed if listed is not None else self._list_briefs()
 
     def _list_briefs(self) -> tuple[list[K], list[object]]:
         """The keys and, for each, its value or its value's brief; the briefs of values not
