@@ -16,12 +16,28 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
 
 from agentledger.coalesce import Coalescer
 from agentledger.leasing.redis_store import run_tag
 from agentledger.redisclient import RedisKeyspace, is_cluster
 
 Claim = Literal["new", "known", "unsure"]
+
+#: KEYS: the sentinel, each claimed run's entry, then (optional) one key read along; ARGV[1]:
+#: the number of entries -> {EXISTS sentinel, then 1 per entry created (SET NX) else 0, then
+#: the value read along}: the pipeline's replies, in its order (EXISTS, each SET NX, GET).
+CLAIM_MANY = """
+local n = tonumber(ARGV[1])
+local out = {redis.call('EXISTS', KEYS[1])}
+for i = 2, n + 1 do
+  out[i] = redis.call('SET', KEYS[i], '1', 'NX') and 1 or 0
+end
+if #KEYS > n + 1 then
+  out[n + 2] = redis.call('GET', KEYS[n + 2])
+end
+return out
+"""
 
 
 class RunIndex(ABC):
@@ -77,18 +93,21 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
 
     def __init__(self, client: Redis, **keyspace: Any) -> None:
         super().__init__(client, **keyspace)
-        # the claims of runs opened together: one pipeline (not on a cluster, whose pipeline
+        # the claims of runs opened together: one round trip (not on a cluster, whose pipeline
         # does not keep the sentinel's read ahead of the claims on other nodes)
         self._claims: Coalescer[str, Claim] | None = (
             None if is_cluster(client) else Coalescer(self._claim_many, name="run-claims")
         )
+        # the same reads and writes in one script (not on a cluster: its keys span slots),
+        # registered at the first claim
+        self._script: AsyncScript | None = None
         self._along: tuple[str, Callable[[bytes | None], None]] | None = None
 
     def read_along(self, key: str, seen: Callable[[bytes | None], None]) -> None:
         """Read ``key`` in every claim's round trip and hand its value (None: absent) to
         ``seen``: the views' live-namespace pointer on this same Redis, which a resume's view
         read then need not read first (DESIGN.md §13, "Resume, session 19"). A read, after the
-        claims in the same pipeline: what the index answers is unchanged. Not on a Redis
+        claims in the same script: what the index answers is unchanged. Not on a Redis
         Cluster (the key is in another slot; the claims are not batched there either)."""
         if is_cluster(self._client):
             msg = "a claim reads no key along on a Redis Cluster"
@@ -101,7 +120,8 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
         Not atomic across the two keys, and it need not be: the sentinel read first means the
         index was whole at that moment, and ``new`` is a statement about the log, which a later
         wipe of Redis does not change. Runs claimed together share the round trip: one
-        pipeline reads the sentinel, then sets each entry, in that order.
+        script reads the sentinel, then sets each entry, in that order (a pipeline on a Redis
+        Cluster, one claim at a time).
         """
         if self._claims is not None:
             return await self._claims(run_id)
@@ -111,6 +131,17 @@ class RedisRunIndex(RedisKeyspace, RunIndex):
         along = self._along
 
         async def ask() -> list[Any]:
+            if self._claims is not None:  # not a cluster
+                # one call for every claim: a pipeline's replies are parsed one by one in
+                # Python, ~15 µs a claim of the worker's CPU (DESIGN.md §13, session 20)
+                script = self._script
+                if script is None:
+                    script = self._script = self._client.register_script(CLAIM_MANY)
+                keys = [self.sentinel, *(self.key(run_id) for run_id in run_ids)]
+                if along is not None:
+                    keys.append(along[0])
+                answer: list[Any] = await script(keys=keys, args=[len(run_ids)])
+                return answer
             pipe = self._client.pipeline(transaction=False)
             pipe.exists(self.sentinel)
             for run_id in run_ids:
